@@ -1,0 +1,41 @@
+package scripts
+
+import "strings"
+
+// Keys builds every Redis key and channel name of one namespace. All of them
+// start with the hash tag "{ns}", so they live in one Redis Cluster slot and
+// every script is single-slot.
+type Keys struct {
+	// Prefix is "{ns}:"; scripts receive it to build the keys of sessions
+	// they only learn about from stored hold ids.
+	Prefix string
+}
+
+// NewKeys returns the keys of namespace ns, which must not contain '{' or '}'.
+func NewKeys(ns string) Keys { return Keys{Prefix: "{" + ns + "}:"} }
+
+// Namespace returns the namespace the keys were built for.
+func (k Keys) Namespace() string {
+	return strings.TrimSuffix(strings.TrimPrefix(k.Prefix, "{"), "}:")
+}
+
+// Lease is the session lease hash {ns}:s:<sid>; its TTL is the session's.
+func (k Keys) Lease(sid string) string { return k.Prefix + "s:" + sid }
+
+// Revoked is the set {ns}:r:<sid> of hold ids taken away from a live session.
+func (k Keys) Revoked(sid string) string { return k.Prefix + "r:" + sid }
+
+// Channel is the pub/sub channel {ns}:n:<sid> on which a session hears that a
+// waiter was granted, or that a hold was taken away.
+func (k Keys) Channel(sid string) string { return k.Prefix + "n:" + sid }
+
+// Mutex is the mutex hash {ns}:m:<name>: holder hold id, last token, lock delay.
+func (k Keys) Mutex(name string) string { return k.Prefix + "m:" + name }
+
+// Queue is the FIFO waiter list {ns}:q:<kind>:<name>.
+func (k Keys) Queue(kind Kind, name string) string {
+	return k.Prefix + "q:" + kind.short() + ":" + name
+}
+
+// Epoch is the marker {ns}:epoch whose presence says the namespace's data is intact.
+func (k Keys) Epoch() string { return k.Prefix + "epoch" }

@@ -1,0 +1,37 @@
+-- mutex_acquire.lua: grant the mutex if it is free and nobody waits before the
+-- caller, else queue the caller FIFO (when asked to wait).
+-- KEYS[1] mutex {ns}:m:<name>   KEYS[2] queue {ns}:q:m:<name>
+-- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
+-- ARGV[4] "1" for sharded pub/sub   ARGV[5] mutex name
+-- Returns {1, token} when granted (also when already granted to this hold id,
+-- so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
+-- when not; {-1} when the caller's own lease is gone.
+-- A free mutex with live waiters is handed to the first of them here, so a
+-- newcomer never overtakes a queue whose previous holder died.
+local p, hid, m, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
+if not alive(p, hid) then
+  return {-1}
+end
+if redis.call('HGET', m, 'hid') == hid then
+  return {1, tonumber(redis.call('HGET', m, 'tok'))}
+end
+local free, wait = single_free(p, m)
+if free then
+  local nxt = first_live(p, q)
+  if not nxt or nxt == hid then
+    if nxt then
+      redis.call('LPOP', q)
+    end
+    return {1, single_grant(p, m, hid)}
+  end
+  single_handoff(p, m, q, ARGV[4], ARGV[5])
+  wait = lease_pttl(p, nxt)
+end
+if ARGV[3] == '1' then
+  local pos = redis.call('LPOS', q, hid)
+  if not pos then
+    pos = redis.call('RPUSH', q, hid) - 1
+  end
+  return {0, wait, pos}
+end
+return {0, wait, -1}

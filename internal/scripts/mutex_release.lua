@@ -1,0 +1,17 @@
+-- mutex_release.lua: release the mutex held by a hold id, or withdraw that hold
+-- id from the waiter queue. Releasing hands the mutex to the first live waiter.
+-- KEYS[1] mutex {ns}:m:<name>   KEYS[2] queue {ns}:q:m:<name>
+-- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" for sharded pub/sub
+-- ARGV[4] mutex name
+-- Returns 1 when it was held and is released, 2 when it was only queued, 0
+-- when it is neither (already released, or taken away): idempotent.
+local p, hid, m, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
+if redis.call('HGET', m, 'hid') == hid then
+  redis.call('HDEL', m, 'hid', 'ld')
+  single_handoff(p, m, q, ARGV[3], ARGV[4])
+  return 1
+end
+if redis.call('LREM', q, 0, hid) > 0 then
+  return 2
+end
+return 0

@@ -1,0 +1,337 @@
+// Package scripts holds leasehold's Lua scripts and the typed Go functions that
+// run them. Callers never see raw replies.
+//
+// Each script lives in its own <name>.lua file with a header naming its KEYS,
+// ARGV and reply. common.lua holds helpers that are prepended to every script
+// at init; no script text is ever built from input, every varying value goes
+// through KEYS or ARGV.
+//
+// Validity model: a hold is valid while the resource records its hold id and
+// the lease of the session in that id exists. Only the lease has a TTL, so
+// one heartbeat renews every hold of a session in O(1). A grant checks the
+// current holder's lease and treats a holder whose lease is gone as absent.
+package scripts
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+var (
+	//go:embed common.lua
+	common string
+	//go:embed session_open.lua
+	sessionOpenLua string
+	//go:embed heartbeat.lua
+	heartbeatLua string
+	//go:embed session_close.lua
+	sessionCloseLua string
+	//go:embed mutex_acquire.lua
+	mutexAcquireLua string
+	//go:embed mutex_release.lua
+	mutexReleaseLua string
+	//go:embed mutex_reset.lua
+	mutexResetLua string
+	//go:embed mutex_inspect.lua
+	mutexInspectLua string
+)
+
+func script(body string) *rueidis.Lua { return rueidis.NewLuaScript(common + "\n" + body) }
+
+var (
+	sessionOpen  = script(sessionOpenLua)
+	heartbeat    = script(heartbeatLua)
+	sessionClose = script(sessionCloseLua)
+	mutexAcquire = script(mutexAcquireLua)
+	mutexRelease = script(mutexReleaseLua)
+	mutexReset   = script(mutexResetLua)
+	mutexInspect = rueidis.NewLuaScriptReadOnly(common + "\n" + mutexInspectLua)
+)
+
+// ErrBusy reports that a resource could not be granted without waiting.
+var ErrBusy = errors.New("resource busy")
+
+// errReply reports a reply whose shape no script produces.
+var errReply = errors.New("leasehold: unexpected script reply")
+
+// Kind is the kind of a resource.
+type Kind uint8
+
+// The resource kinds.
+const (
+	Mutex Kind = iota + 1
+	Semaphore
+	Pool
+	Election
+)
+
+func (k Kind) short() string {
+	switch k {
+	case Mutex:
+		return "m"
+	case Semaphore:
+		return "sem"
+	case Pool:
+		return "pool"
+	case Election:
+		return "el"
+	}
+	panic("scripts: unknown kind " + strconv.Itoa(int(k)))
+}
+
+// String returns the kind's name: "mutex", "semaphore", "pool" or "election".
+func (k Kind) String() string {
+	switch k {
+	case Mutex:
+		return "mutex"
+	case Semaphore:
+		return "semaphore"
+	case Pool:
+		return "pool"
+	case Election:
+		return "election"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Resource names one thing a session can hold or wait for.
+type Resource struct {
+	Kind Kind
+	Name string // the primitive's name
+}
+
+// Env is what every script call needs: a client, the namespace's keys and the
+// pub/sub flavour.
+type Env struct {
+	C       rueidis.Client
+	K       Keys
+	Sharded bool // SPUBLISH (Redis Cluster) rather than PUBLISH
+}
+
+func (e Env) sharded() string {
+	if e.Sharded {
+		return "1"
+	}
+	return "0"
+}
+
+// Status is the outcome of an acquire attempt.
+type Status int8
+
+// Acquire outcomes.
+const (
+	LeaseGone Status = -1 // the caller's own lease no longer exists
+	Busy      Status = 0  // not granted; queued when the caller asked to wait
+	Granted   Status = 1
+)
+
+// Grant is the reply of an acquire attempt.
+type Grant struct {
+	Status   Status
+	Token    int64         // when Granted
+	Resource string        // when Granted: what Hold.Resource reports
+	Wait     time.Duration // when Busy: a hint for the fallback re-check
+	Position int64         // when Busy and queued: 0-based queue position, else -1
+}
+
+// Acquire tries to grant r to hold id hid. With wait, a busy resource queues
+// hid FIFO; the grant may later arrive as a notification "g|hid|token|resource"
+// on the session's channel. Acquire is idempotent per hid.
+func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Grant, error) {
+	w := "0"
+	if wait {
+		w = "1"
+	}
+	switch r.Kind {
+	case Mutex:
+		v, err := mutexAcquire.Exec(ctx, e.C,
+			[]string{e.K.Mutex(r.Name), e.K.Queue(Mutex, r.Name)},
+			[]string{e.K.Prefix, hid, w, e.sharded(), r.Name}).AsIntSlice()
+		if err != nil {
+			return Grant{}, err
+		}
+		return parseGrant(v, r.Name)
+	}
+	return Grant{}, fmt.Errorf("scripts: acquire of unknown kind %v", r.Kind)
+}
+
+func parseGrant(v []int64, resource string) (Grant, error) {
+	switch {
+	case len(v) == 1 && v[0] == -1:
+		return Grant{Status: LeaseGone}, nil
+	case len(v) == 2 && v[0] == 1:
+		return Grant{Status: Granted, Token: v[1], Resource: resource}, nil
+	case len(v) == 3 && v[0] == 0:
+		return Grant{Status: Busy, Wait: time.Duration(max(v[1], 0)) * time.Millisecond, Position: v[2]}, nil
+	}
+	return Grant{}, fmt.Errorf("%w: %v", errReply, v)
+}
+
+// Released is the outcome of a release.
+type Released int8
+
+// Release outcomes.
+const (
+	NotFound Released = 0 // neither held nor queued: released before, or taken away
+	Freed    Released = 1 // it was held and is released (handed to the next waiter)
+	Dequeued Released = 2 // it was only queued and is withdrawn
+)
+
+// Release releases r held by hid, or withdraws hid from r's queue.
+// It is idempotent and never touches a grant of another hold id.
+func (e Env) Release(ctx context.Context, r Resource, hid string) (Released, error) {
+	v, err := e.releaseCmd(r, hid).Exec(ctx, e.C).AsInt64()
+	if err != nil {
+		return 0, err
+	}
+	return Released(v), nil
+}
+
+type execer struct {
+	s    *rueidis.Lua
+	keys []string
+	args []string
+}
+
+func (x execer) Exec(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
+	return x.s.Exec(ctx, c, x.keys, x.args)
+}
+
+func (e Env) releaseCmd(r Resource, hid string) execer {
+	switch r.Kind {
+	case Mutex:
+		return execer{mutexRelease,
+			[]string{e.K.Mutex(r.Name), e.K.Queue(Mutex, r.Name)},
+			[]string{e.K.Prefix, hid, e.sharded(), r.Name}}
+	}
+	panic(fmt.Sprintf("scripts: release of unknown kind %v", r.Kind))
+}
+
+// ReleaseMulti releases many holds in one round trip. errs[i] is the error of
+// holds[i], nil on success.
+func (e Env) ReleaseMulti(ctx context.Context, rs []Resource, hids []string) []error {
+	execs := make([]rueidis.LuaExec, len(rs))
+	scripts := make([]*rueidis.Lua, len(rs))
+	for i := range rs {
+		x := e.releaseCmd(rs[i], hids[i])
+		scripts[i] = x.s
+		execs[i] = rueidis.LuaExec{Keys: x.keys, Args: x.args}
+	}
+	errs := make([]error, len(rs))
+	// ExecMulti takes one script; group by script, keeping order per group.
+	groups := map[*rueidis.Lua][]int{}
+	for i, s := range scripts {
+		groups[s] = append(groups[s], i)
+	}
+	for s, idx := range groups {
+		batch := make([]rueidis.LuaExec, len(idx))
+		for j, i := range idx {
+			batch[j] = execs[i]
+		}
+		for j, res := range s.ExecMulti(ctx, e.C, batch...) {
+			errs[idx[j]] = res.Error()
+		}
+	}
+	return errs
+}
+
+// OpenLease creates the lease of session sid. It reports false when the id is
+// taken.
+func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay time.Duration) (bool, error) {
+	v, err := sessionOpen.Exec(ctx, e.C, []string{e.K.Lease(sid)},
+		[]string{owner, ms(ttl), ms(lockDelay)}).AsInt64()
+	return v == 1, err
+}
+
+// Heartbeat renews the lease of session sid for ttl, forgetting the revoked
+// hold ids in acked. It reports whether the lease still existed, and the hold
+// ids taken away from the session that are not acknowledged yet.
+func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked []string) (bool, []string, error) {
+	args := make([]string, 0, 1+len(acked))
+	args = append(args, ms(ttl))
+	args = append(args, acked...)
+	v, err := heartbeat.Exec(ctx, e.C, []string{e.K.Lease(sid), e.K.Revoked(sid)}, args).ToArray()
+	if err != nil {
+		return false, nil, err
+	}
+	if len(v) == 0 {
+		return false, nil, errReply
+	}
+	if ok, err := v[0].AsInt64(); err != nil || ok == 0 {
+		return false, nil, err
+	}
+	revoked := make([]string, 0, len(v)-1)
+	for _, m := range v[1:] {
+		s, err := m.ToString()
+		if err != nil {
+			return false, nil, err
+		}
+		revoked = append(revoked, s)
+	}
+	return true, revoked, nil
+}
+
+// CloseLease deletes the lease of session sid.
+func (e Env) CloseLease(ctx context.Context, sid string) error {
+	return sessionClose.Exec(ctx, e.C, []string{e.K.Lease(sid), e.K.Revoked(sid)}, nil).Error()
+}
+
+// MutexReset force-releases mutex name and returns the hold id it took away
+// ("" when the mutex was free).
+func (e Env) MutexReset(ctx context.Context, name string) (string, error) {
+	return mutexReset.Exec(ctx, e.C, []string{e.K.Mutex(name), e.K.Queue(Mutex, name)},
+		[]string{e.K.Prefix, e.sharded(), name}).ToString()
+}
+
+// MutexInfo describes a mutex.
+type MutexInfo struct {
+	HoldID  string // "" when free
+	Token   int64  // the last token granted
+	TTL     time.Duration
+	Owner   string
+	Waiters int
+}
+
+// MutexInspect describes mutex name.
+func (e Env) MutexInspect(ctx context.Context, name string) (MutexInfo, error) {
+	v, err := mutexInspect.Exec(ctx, e.C, []string{e.K.Mutex(name), e.K.Queue(Mutex, name)},
+		[]string{e.K.Prefix}).ToArray()
+	if err != nil {
+		return MutexInfo{}, err
+	}
+	if len(v) != 5 {
+		return MutexInfo{}, errReply
+	}
+	var in MutexInfo
+	var pttl, waiters int64
+	for i, err := range []error{
+		str(v[0], &in.HoldID), num(v[1], &in.Token), num(v[2], &pttl), str(v[3], &in.Owner), num(v[4], &waiters),
+	} {
+		if err != nil {
+			return MutexInfo{}, fmt.Errorf("%w: field %d: %v", errReply, i, err)
+		}
+	}
+	if pttl > 0 {
+		in.TTL = time.Duration(pttl) * time.Millisecond
+	}
+	in.Waiters = int(waiters)
+	return in, nil
+}
+
+func str(m rueidis.RedisMessage, dst *string) (err error) {
+	*dst, err = m.ToString()
+	return err
+}
+
+func num(m rueidis.RedisMessage, dst *int64) (err error) {
+	*dst, err = m.AsInt64()
+	return err
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -1,0 +1,105 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/leasehold/leasehold/internal/scripts"
+)
+
+// Hold is something a session holds: a mutex, permits of a semaphore, a key
+// of a pool, leadership of an election. Its context is canceled when the hold
+// ends, and always before anyone else can be granted the same resource:
+// on Release, on Close, when the hold is taken away (ErrLost) and when the
+// session's lease can no longer be proven alive (ErrLeaseLost).
+//
+// An application must be ready for the hold to end at any moment: watch
+// Context (or Done) and stop acting on the resource when it is canceled, and
+// pass Token to anything that can reject stale writers.
+//
+// A Hold is safe for concurrent use.
+type Hold struct {
+	s        *Session
+	res      scripts.Resource
+	hid      string
+	resource string
+	token    int64
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+
+	mu       sync.Mutex // serializes Release
+	released bool       // the server confirmed the release
+	unsure   bool       // a release attempt failed: it may have happened
+}
+
+func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64) *Hold {
+	h := &Hold{s: s, res: r, hid: hid, resource: resource, token: token}
+	h.ctx, h.cancel = context.WithCancelCause(s.ctx)
+	return h
+}
+
+// Resource returns what is held: the mutex or election name, or the pool key
+// that was claimed.
+func (h *Hold) Resource() string { return h.resource }
+
+// Token returns the fencing token of the grant: strictly increasing per
+// resource across all holders.
+func (h *Hold) Token() int64 { return h.token }
+
+// Context returns a context canceled when the hold ends; context.Cause tells
+// why (ErrReleased, ErrClosed, or an error matching ErrLost).
+func (h *Hold) Context() context.Context { return h.ctx }
+
+// Done returns a channel closed when the hold ends.
+func (h *Hold) Done() <-chan struct{} { return h.ctx.Done() }
+
+// Err returns nil while the hold is held, else why it ended.
+func (h *Hold) Err() error {
+	if h.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(h.ctx)
+}
+
+// Release ends the hold: it cancels the hold's context, then frees the
+// resource in Redis, handing it to the next waiter. ctx bounds the call.
+//
+// Release is idempotent: once it succeeded, later calls return nil. If the
+// hold had ended before (taken away, or the lease lost), it returns an error
+// matching ErrLost and changes nothing in Redis. If Redis could not be
+// reached, it returns that error; the session keeps retrying the release in
+// the background until it succeeds or the session ends, and calling Release
+// again retries at once. A hold ended by Session.Close is released already.
+func (h *Hold) Release(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		return nil
+	}
+	if h.ctx.Err() == nil {
+		h.cancel(ErrReleased)
+		h.s.post(func(l *loop) { delete(l.holds, h.hid) })
+	}
+	switch cause := context.Cause(h.ctx); {
+	case errors.Is(cause, ErrClosed):
+		return nil
+	case !errors.Is(cause, ErrReleased):
+		return fmt.Errorf("session: release %s %q: %w", h.res.Kind, h.resource, cause)
+	}
+	opctx, cancel := context.WithTimeout(ctx, h.s.opt.TTL)
+	defer cancel()
+	r, err := h.s.env.Release(opctx, h.res, h.hid)
+	if err != nil {
+		h.unsure = true
+		h.s.post(func(l *loop) { l.release(pendingRelease{r: h.res, hid: h.hid}) })
+		return fmt.Errorf("session: release %s %q: %w", h.res.Kind, h.resource, err)
+	}
+	h.released = true
+	if r == scripts.NotFound && !h.unsure {
+		// Taken away on the server before the session heard of it.
+		return fmt.Errorf("session: release %s %q: %w: it was no longer held", h.res.Kind, h.resource, ErrLost)
+	}
+	return nil
+}

@@ -1,0 +1,326 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/clock"
+	"github.com/leasehold/leasehold/internal/scripts"
+)
+
+// loop is the session's actor: one goroutine that owns the hold table, the
+// local deadline, the heartbeat and deadline timers, the pending releases and
+// the notification subscription. Callers reach it through Session.reqs; its
+// helper goroutines (one heartbeat, one release batch, one subscribe at a
+// time) report back on buffered channels. Only the loop goroutine cancels the
+// session context for a lost lease and closes Session.exited.
+type loop struct {
+	s *Session
+
+	holds    map[string]*Hold
+	revoked  map[string]time.Time // revoked ids not (yet) in holds: a grant racing a Reset
+	acks     map[string]bool      // revoked ids to acknowledge in the next heartbeat
+	deadline time.Time
+
+	beatTimer     *time.Timer
+	deadlineTimer *time.Timer
+	beating       bool
+	beatDone      chan beatResult
+	backoff       *backoff.ExponentialBackOff
+
+	pending   []pendingRelease // releases whose outcome is unknown; retried
+	cleaning  bool
+	cleanDone chan []pendingRelease // the ones that failed again
+
+	sub        rueidis.DedicatedClient
+	subRelease func()
+	subErr     <-chan error
+	subDone    chan subResult
+	subWant    []chan error
+	subbing    bool
+
+	bg     context.Context // canceled when the loop ends; bounds helpers
+	stopBg context.CancelFunc
+	wg     sync.WaitGroup
+
+	exit     bool
+	closeErr chan error // set by close: the reply of Close
+}
+
+type beatResult struct {
+	sent    time.Time
+	ok      bool
+	revoked []string
+	acked   []string
+	err     error
+}
+
+type pendingRelease struct {
+	r   scripts.Resource
+	hid string
+}
+
+type subResult struct {
+	dc      rueidis.DedicatedClient
+	release func()
+	errc    <-chan error
+	err     error
+}
+
+func newLoop(s *Session, sent time.Time) *loop {
+	l := &loop{
+		s:         s,
+		holds:     make(map[string]*Hold),
+		revoked:   make(map[string]time.Time),
+		acks:      make(map[string]bool),
+		deadline:  clock.Deadline(sent, s.opt.TTL),
+		beatDone:  make(chan beatResult, 1),
+		cleanDone: make(chan []pendingRelease, 1),
+		subDone:   make(chan subResult, 1),
+	}
+	l.backoff = backoff.NewExponentialBackOff()
+	l.backoff.InitialInterval = min(s.opt.Heartbeat/10, 50*time.Millisecond)
+	l.backoff.MaxInterval = s.opt.Heartbeat / 2
+	l.bg, l.stopBg = context.WithCancel(context.Background())
+	l.beatTimer = time.NewTimer(sent.Add(s.opt.Heartbeat).Sub(s.clk.Now()))
+	l.deadlineTimer = time.NewTimer(l.deadline.Sub(s.clk.Now()))
+	return l
+}
+
+func (l *loop) run() {
+	defer close(l.s.exited)
+	for !l.exit {
+		select {
+		case f := <-l.s.reqs:
+			f(l)
+		case r := <-l.beatDone:
+			l.onBeat(r)
+		case <-l.beatTimer.C:
+			l.beat()
+		case <-l.deadlineTimer.C:
+			l.checkDeadline()
+		case failed := <-l.cleanDone:
+			l.cleaning = false
+			l.pending = append(failed, l.pending...)
+		case r := <-l.subDone:
+			l.onSubscribed(r)
+		case err := <-l.subErr:
+			l.onSubscriptionLost(err)
+		}
+	}
+	l.shutdown()
+}
+
+// beat starts a heartbeat unless one is in flight. The attempt may run until
+// the local deadline: after it, a confirmation could not save the lease.
+func (l *loop) beat() {
+	if l.beating || l.exit {
+		return
+	}
+	l.beating = true
+	s := l.s
+	acked := make([]string, 0, len(l.acks))
+	for id := range l.acks {
+		acked = append(acked, id)
+	}
+	sent := s.clk.Now()
+	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
+	l.wg.Go(func() {
+		defer cancel()
+		ok, revoked, err := s.env.Heartbeat(ctx, s.id, s.opt.TTL, acked)
+		l.beatDone <- beatResult{sent: sent, ok: ok, revoked: revoked, acked: acked, err: err}
+	})
+}
+
+func (l *loop) onBeat(r beatResult) {
+	l.beating = false
+	s := l.s
+	if r.err != nil {
+		wait := l.backoff.NextBackOff()
+		s.opt.Logger.Warn("heartbeat failed; retrying", "session", s.id, "err", r.err,
+			"retry_in", wait, "deadline_in", l.deadline.Sub(s.clk.Now()))
+		l.beatTimer.Reset(wait)
+		return
+	}
+	if !r.ok {
+		l.lose(fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost))
+		return
+	}
+	l.backoff.Reset()
+	if d := clock.Deadline(r.sent, s.opt.TTL); d.After(l.deadline) {
+		l.deadline = d
+		s.deadline.Store(int64(d.Sub(s.base)))
+		l.deadlineTimer.Reset(d.Sub(s.clk.Now()))
+	}
+	for _, id := range r.acked {
+		delete(l.acks, id)
+	}
+	now := s.clk.Now()
+	for id, at := range l.revoked {
+		if now.Sub(at) > s.opt.TTL {
+			delete(l.revoked, id)
+		}
+	}
+	for _, id := range r.revoked {
+		l.revoke(id)
+	}
+	l.beatTimer.Reset(r.sent.Add(s.opt.Heartbeat).Sub(now))
+	l.clean()
+}
+
+// revoke ends hold id with ErrLost: the server says it was taken away.
+func (l *loop) revoke(id string) {
+	l.acks[id] = true
+	h, ok := l.holds[id]
+	if !ok {
+		if _, seen := l.revoked[id]; !seen {
+			l.revoked[id] = l.s.clk.Now()
+		}
+		return
+	}
+	delete(l.holds, id)
+	h.cancel(fmt.Errorf("%w: %s %q was taken away (reset or removed)", ErrLost, h.res.Kind, h.resource))
+	l.s.opt.Logger.Warn("hold lost", "session", l.s.id, "kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
+}
+
+func (l *loop) checkDeadline() {
+	now := l.s.clk.Now()
+	if now.Before(l.deadline) {
+		l.deadlineTimer.Reset(l.deadline.Sub(now))
+		return
+	}
+	l.lose(fmt.Errorf("%w: no heartbeat confirmed within the TTL (%v)", ErrLeaseLost, l.s.opt.TTL))
+}
+
+// lose ends the session with cause: every hold context is canceled at once.
+// The loop then exits, releasing what it can in Redis on the way out.
+func (l *loop) lose(cause error) {
+	if l.exit {
+		return
+	}
+	l.s.cancel(cause)
+	l.s.opt.Logger.Error("lease lost", "session", l.s.id, "holds", len(l.holds), "cause", cause)
+	l.exit = true
+}
+
+// close handles Session.Close.
+func (l *loop) close(reply chan error) {
+	l.closeErr = reply
+	if !l.exit {
+		l.s.cancel(ErrClosed)
+		l.exit = true
+	}
+}
+
+// addHold records h; it fails when the session has ended.
+func (l *loop) addHold(h *Hold) {
+	if _, ok := l.revoked[h.hid]; ok {
+		delete(l.revoked, h.hid)
+		h.cancel(fmt.Errorf("%w: %s %q was taken away (reset or removed)", ErrLost, h.res.Kind, h.resource))
+		return
+	}
+	l.holds[h.hid] = h
+}
+
+// release queues a release whose outcome is unknown and starts the retries.
+func (l *loop) release(p pendingRelease) {
+	delete(l.holds, p.hid)
+	l.pending = append(l.pending, p)
+	l.clean()
+}
+
+// clean runs the pending releases in one round trip, unless a batch is in flight.
+func (l *loop) clean() {
+	if l.cleaning || len(l.pending) == 0 || l.exit {
+		return
+	}
+	l.cleaning = true
+	batch := l.pending
+	l.pending = nil
+	s := l.s
+	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
+	l.wg.Go(func() {
+		defer cancel()
+		var failed []pendingRelease
+		for i, err := range releaseAll(ctx, s.env, batch) {
+			if err != nil {
+				failed = append(failed, batch[i])
+			}
+		}
+		l.cleanDone <- failed
+	})
+}
+
+func releaseAll(ctx context.Context, env scripts.Env, ps []pendingRelease) []error {
+	rs := make([]scripts.Resource, len(ps))
+	hids := make([]string, len(ps))
+	for i, p := range ps {
+		rs[i], hids[i] = p.r, p.hid
+	}
+	return env.ReleaseMulti(ctx, rs, hids)
+}
+
+// shutdown runs when the loop exits: it stops the helpers, then releases every
+// hold and deletes the lease (best effort, bounded by the TTL), and replies to
+// Close.
+func (l *loop) shutdown() {
+	s := l.s
+	l.beatTimer.Stop()
+	l.deadlineTimer.Stop()
+	l.stopBg()
+	l.wg.Wait()
+	// Drain results the helpers may have left; they are moot now.
+	select {
+	case failed := <-l.cleanDone:
+		l.pending = append(failed, l.pending...)
+	default:
+	}
+	select {
+	case r := <-l.subDone:
+		if r.err == nil {
+			r.release()
+		}
+	default:
+	}
+	for _, w := range l.subWant {
+		w <- context.Cause(s.ctx)
+	}
+	if l.sub != nil {
+		l.subRelease()
+	}
+	s.subOK.Store(false)
+
+	ps := l.pending
+	for id, h := range l.holds {
+		ps = append(ps, pendingRelease{r: h.res, hid: id})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opt.TTL)
+	defer cancel()
+	var err error
+	if len(ps) > 0 {
+		for _, e := range releaseAll(ctx, s.env, ps) {
+			if e != nil {
+				err = e
+				break
+			}
+		}
+	}
+	if e := s.env.CloseLease(ctx, s.id); e != nil && err == nil {
+		err = e
+	}
+	if err != nil {
+		s.opt.Logger.Warn("cleanup after session end failed; the lease will expire", "session", s.id, "err", err)
+		err = fmt.Errorf("session: close: %w", err)
+	}
+	if l.closeErr != nil {
+		if context.Cause(s.ctx) != ErrClosed {
+			err = nil // lost before Close: nothing Close could do
+		}
+		l.closeErr <- err
+	}
+}

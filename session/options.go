@@ -1,0 +1,119 @@
+package session
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configures a session. The zero value means every default.
+type Options struct {
+	// Namespace prefixes every key as "{Namespace}:...", so that all keys of a
+	// namespace share one Redis Cluster hash slot. Default "leasehold". It must
+	// not contain '{' or '}' and is at most 128 bytes.
+	Namespace string
+
+	// TTL is the lease time to live on the server. Default 10s; at least 50ms.
+	TTL time.Duration
+
+	// Heartbeat is the renewal interval. Default TTL/3; must be > 0 and <= TTL/2.
+	Heartbeat time.Duration
+
+	// Owner is shown by inspection. Default "hostname/pid".
+	Owner string
+
+	// LockDelay is how long a resource whose hold was lost (its session's lease
+	// expired, not released) stays unavailable once that is noticed, giving a
+	// paused old holder time to notice. Default 0; Reset does not apply it.
+	LockDelay time.Duration
+
+	// RestartGrace is how long grants are refused after Redis lost its data.
+	// Default TTL. Reserved: restart detection is not implemented yet.
+	RestartGrace time.Duration
+	// DisableRestartGrace turns the restart grace off. Reserved, see RestartGrace.
+	DisableRestartGrace bool
+
+	// ReplicaAck is the number of replicas that must acknowledge grants and
+	// heartbeats (WAIT). Default 0. Reserved: values above 0 are rejected
+	// until replica acknowledgement is implemented.
+	ReplicaAck int
+	// ReplicaAckTimeout bounds each WAIT. Default Heartbeat.
+	ReplicaAckTimeout time.Duration
+
+	// Logger receives lease and hold events. nil: no logs.
+	Logger *slog.Logger
+
+	// Metrics registers the session's collectors. nil: no metrics.
+	// Reserved: no collectors are registered yet.
+	Metrics prometheus.Registerer
+}
+
+const (
+	minTTL          = 50 * time.Millisecond
+	maxNamespaceLen = 128
+	// MaxNameLen is the longest resource name accepted, in bytes.
+	MaxNameLen = 1024
+)
+
+// withDefaults validates o and fills in defaults. Errors match ErrInvalidOptions.
+func (o Options) withDefaults() (Options, error) {
+	bad := func(format string, args ...any) (Options, error) {
+		return Options{}, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	if o.Namespace == "" {
+		o.Namespace = "leasehold"
+	}
+	if strings.ContainsAny(o.Namespace, "{}") {
+		return bad("namespace %q contains '{' or '}'", o.Namespace)
+	}
+	if len(o.Namespace) > maxNamespaceLen {
+		return bad("namespace longer than %d bytes", maxNamespaceLen)
+	}
+	if o.TTL == 0 {
+		o.TTL = 10 * time.Second
+	}
+	if o.TTL < minTTL {
+		return bad("TTL %v below the minimum %v", o.TTL, minTTL)
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = o.TTL / 3
+	}
+	if o.Heartbeat < 0 || o.Heartbeat > o.TTL/2 {
+		return bad("Heartbeat %v must be > 0 and <= TTL/2 (%v)", o.Heartbeat, o.TTL/2)
+	}
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		o.Owner = host + "/" + strconv.Itoa(os.Getpid())
+	}
+	if o.LockDelay < 0 {
+		return bad("negative LockDelay %v", o.LockDelay)
+	}
+	if o.RestartGrace < 0 {
+		return bad("negative RestartGrace %v", o.RestartGrace)
+	}
+	if o.RestartGrace == 0 {
+		o.RestartGrace = o.TTL
+	}
+	if o.ReplicaAck < 0 {
+		return bad("negative ReplicaAck %d", o.ReplicaAck)
+	}
+	if o.ReplicaAck > 0 {
+		return bad("ReplicaAck is not supported yet")
+	}
+	if o.ReplicaAckTimeout < 0 {
+		return bad("negative ReplicaAckTimeout %v", o.ReplicaAckTimeout)
+	}
+	if o.ReplicaAckTimeout == 0 {
+		o.ReplicaAckTimeout = o.Heartbeat
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o, nil
+}

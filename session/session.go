@@ -1,0 +1,246 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/clock"
+	"github.com/leasehold/leasehold/internal/scripts"
+)
+
+// Session is one lease on a Redis namespace, renewed by one heartbeat
+// goroutine. Everything created from it (mutex holds, ...) is valid only while
+// its lease is, and every hold context is canceled before the lease can have
+// expired on the server.
+//
+// A Session is safe for concurrent use. Once ended (Close, or lease lost) it
+// stays ended; create a new one (or use a Manager) to continue.
+type Session struct {
+	// Immutable after New.
+	env    scripts.Env
+	opt    Options
+	id     string
+	own    bool // Close closes env.C
+	clk    clock.Clock
+	base   time.Time // monotonic origin of deadline
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	reqs   chan func(*loop) // requests to the loop goroutine
+	exited chan struct{}    // closed by the loop goroutine when it returns
+
+	deadline atomic.Int64 // local lease deadline, ns since base; written by the loop
+	nextHold atomic.Uint64
+
+	subOK   atomic.Bool                    // notification channel subscribed
+	recheck atomic.Pointer[chan struct{}] // closed when notifications may have been missed
+	waiters waiters
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Dial connects to Redis with opt and opens a session that owns the client:
+// Close closes it. Unless set, opt.DisableCache is forced on (leasehold uses
+// no client-side caching) and opt.ConnWriteTimeout is set to TTL/2 so that a
+// stalled server is noticed within the lease. ctx bounds only the creation of
+// the session (the first lease grant), not its life.
+func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	opt.DisableCache = true
+	if opt.ConnWriteTimeout == 0 {
+		opt.ConnWriteTimeout = o.TTL / 2
+	}
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("session: dial: %w", err)
+	}
+	s, err := open(ctx, c, o, true)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// New opens a session on a client the caller owns and keeps open until after
+// Close. ctx bounds only the creation of the session (the first lease grant),
+// not its life. Invalid options return an error matching ErrInvalidOptions
+// and touch nothing in Redis.
+func New(ctx context.Context, c rueidis.Client, o Options) (*Session, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, c, o, false)
+}
+
+func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session, error) {
+	clk := clock.Real{}
+	s := &Session{
+		env: scripts.Env{
+			C:       c,
+			K:       scripts.NewKeys(o.Namespace),
+			Sharded: c.Mode() == rueidis.ClientModeCluster,
+		},
+		opt:    o,
+		own:    own,
+		clk:    clk,
+		reqs:   make(chan func(*loop), 64),
+		exited: make(chan struct{}),
+	}
+	s.waiters.m = make(map[string]chan notice)
+	rc := make(chan struct{})
+	s.recheck.Store(&rc)
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.TTL)
+		defer cancel()
+	}
+	for range 3 { // a taken id is astronomically unlikely; retry anyway
+		s.id = newID()
+		sent := clk.Now()
+		ok, err := s.env.OpenLease(ctx, s.id, o.Owner, o.TTL, o.LockDelay)
+		if err != nil {
+			return nil, fmt.Errorf("session: open lease: %w", err)
+		}
+		if ok {
+			s.base = sent
+			s.deadline.Store(int64(clock.Deadline(sent, o.TTL).Sub(sent)))
+			l := newLoop(s, sent)
+			go l.run()
+			o.Logger.Debug("session opened", "session", s.id, "ttl", o.TTL)
+			return s, nil
+		}
+	}
+	return nil, errors.New("session: could not find a free session id")
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// ID returns the session id, unique per session; a new session gets a new id.
+func (s *Session) ID() string { return s.id }
+
+// Context returns a context canceled when the session ends. context.Cause
+// tells why: ErrClosed, or an error matching ErrLeaseLost.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Done returns a channel closed when the session ends.
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Err returns nil while the session is alive, else why it ended.
+func (s *Session) Err() error {
+	if s.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(s.ctx)
+}
+
+// Deadline returns the local lease deadline: the instant until which the
+// lease is proven alive by the last confirmed heartbeat. It moves forward with
+// every confirmed heartbeat; when it passes, the session ends with
+// ErrLeaseLost.
+func (s *Session) Deadline() time.Time {
+	return s.base.Add(time.Duration(s.deadline.Load()))
+}
+
+// Close releases every hold (handing each to its next waiter), deletes the
+// lease, cancels the contexts of the session and its holds with ErrClosed and
+// waits for the session's goroutines to exit; a client opened by Dial is then
+// closed. Close is bounded by the TTL: if Redis does not answer, the lease and
+// holds expire on their own. It is idempotent; it returns an error only when
+// the cleanup in Redis failed.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		reply := make(chan error, 1)
+		select {
+		case s.reqs <- func(l *loop) { l.close(reply) }:
+			select {
+			case s.closeErr = <-reply:
+			case <-s.exited:
+			}
+		case <-s.exited:
+		}
+		<-s.exited
+		if s.own {
+			s.env.C.Close()
+		}
+	})
+	return s.closeErr
+}
+
+// Env returns what leasehold's primitives need to run their scripts. It is
+// for leasehold's own packages; its type is internal.
+func (s *Session) Env() scripts.Env { return s.env }
+
+// Options returns the session's options with defaults filled in.
+func (s *Session) Options() Options { return s.opt }
+
+func (s *Session) newHoldID() string {
+	return s.id + "." + strconv.FormatUint(s.nextHold.Add(1), 36)
+}
+
+// post sends f to the loop without waiting for it to run. It reports false
+// when the loop has exited.
+func (s *Session) post(f func(*loop)) bool {
+	select {
+	case s.reqs <- f:
+		return true
+	case <-s.exited:
+		return false
+	}
+}
+
+// call runs f on the loop and waits for it. It returns false when the loop
+// exited first.
+func (s *Session) call(f func(*loop)) bool {
+	done := make(chan struct{})
+	if !s.post(func(l *loop) { f(l); close(done) }) {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-s.exited:
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// opCtx bounds one Redis call: by ctx, by the local lease deadline (after it
+// the session is over anyway) and by the session's end.
+func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithDeadline(ctx, s.Deadline())
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// usable returns nil while the session can grant, else the cause of its end.
+func (s *Session) usable() error {
+	if s.ctx.Err() != nil {
+		return context.Cause(s.ctx)
+	}
+	return nil
+}
