@@ -16,7 +16,7 @@ import (
 	"github.com/leasehold/leasehold/session"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.LeakOptions...) }
 
 func TestLockTryLockRelease(t *testing.T) {
 	addr := redistest.Addr(t)

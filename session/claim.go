@@ -12,7 +12,7 @@ import (
 // Fallback re-check bounds while waiting: a lost notification delays a
 // waiter by at most about the holder's remaining TTL.
 const (
-	minRecheck = 10 * time.Millisecond
+	minRecheck  = 10 * time.Millisecond
 	idleRecheck = time.Second
 )
 

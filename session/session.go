@@ -41,7 +41,7 @@ type Session struct {
 	deadline atomic.Int64 // local lease deadline, ns since base; written by the loop
 	nextHold atomic.Uint64
 
-	subOK   atomic.Bool                    // notification channel subscribed
+	subOK   atomic.Bool                   // notification channel subscribed
 	recheck atomic.Pointer[chan struct{}] // closed when notifications may have been missed
 	waiters waiters
 

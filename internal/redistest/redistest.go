@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"go.uber.org/goleak"
 	"net"
 	"os"
 	"os/exec"
@@ -314,4 +315,12 @@ func tail(path string, from int64) string {
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
+// LeakOptions are the goleak options every test package uses: they ignore the
+// goroutines rueidis leaves sleeping for a while after a client is closed.
+var LeakOptions = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient).redirectOrNew.func1"),
+	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*standalone).redirectToPrimary.func1"),
 }

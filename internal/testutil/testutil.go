@@ -1,5 +1,5 @@
-// Package testutil holds helpers shared by leasehold's tests: goleak options
-// and session constructors against real Redis.
+// Package testutil holds session constructors shared by the tests of
+// leasehold's packages (not of package session itself, to avoid a cycle).
 package testutil
 
 import (
@@ -8,17 +8,9 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 
 	"github.com/leasehold/leasehold/session"
 )
-
-// LeakOptions ignores goroutines rueidis leaves sleeping after Close.
-var LeakOptions = []goleak.Option{
-	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
-	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient).redirectOrNew.func1"),
-	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*standalone).redirectToPrimary.func1"),
-}
 
 // ClientOption returns the rueidis options tests use for addr.
 func ClientOption(addr string) rueidis.ClientOption {
