@@ -3,6 +3,8 @@ package mutex_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,5 +185,190 @@ func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
 			t.Fatal("condition not reached")
 		case <-time.After(2 * time.Millisecond):
 		}
+	}
+}
+
+// TestResetEndsOnlyThatHold: Reset by another client ends only that hold
+// with ErrLost within one heartbeat interval, through the heartbeat (the
+// holder never subscribed) and through the notification (it did); the next
+// waiter gets the mutex; the stale holder cannot release the new grant.
+func TestResetEndsOnlyThatHold(t *testing.T) {
+	for _, subscribed := range []bool{false, true} {
+		t.Run("subscribed="+strconv.FormatBool(subscribed), func(t *testing.T) {
+			addr := redistest.Addr(t)
+			ns := redistest.Namespace(t)
+			ctx := testutil.Ctx(t, 30*time.Second)
+			const ttl = 900 * time.Millisecond
+			a := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
+			b := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
+			admin := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
+
+			var h1 *session.Hold
+			var err error
+			if subscribed {
+				h1, err = mutex.New(a, "r1").Lock(ctx) // Lock subscribes
+			} else {
+				h1, err = mutex.New(a, "r1").TryLock(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			h2, err := mutex.New(a, "r2").TryLock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan *session.Hold, 1)
+			go func() {
+				h, err := mutex.New(b, "r1").Lock(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- h
+			}()
+			waitFor(t, ctx, func() bool {
+				in, err := mutex.New(admin, "r1").Holder(ctx)
+				return err == nil && in.Waiters == 1
+			})
+			reset := time.Now()
+			if ok, err := mutex.New(admin, "r1").Reset(ctx); err != nil || !ok {
+				t.Fatalf("Reset = %v, %v; want true", ok, err)
+			}
+			select {
+			case <-h1.Done():
+			case <-time.After(ttl / 3 * 2):
+				t.Fatalf("hold not ended %v after Reset (heartbeat interval %v)", time.Since(reset), ttl/3)
+			}
+			ended := time.Since(reset)
+			if ended > ttl/3+50*time.Millisecond {
+				t.Fatalf("hold ended %v after Reset; want within one heartbeat interval (%v)", ended, ttl/3)
+			}
+			t.Logf("hold ended %v after Reset", ended)
+			if !errors.Is(h1.Err(), session.ErrLost) || errors.Is(h1.Err(), session.ErrLeaseLost) {
+				t.Fatalf("reset hold cause = %v, want ErrLost (not ErrLeaseLost)", h1.Err())
+			}
+			if h2.Err() != nil || a.Err() != nil {
+				t.Fatalf("other hold %v / session %v ended by a Reset", h2.Err(), a.Err())
+			}
+			hb := <-got
+			if hb == nil || hb.Token() <= h1.Token() {
+				t.Fatal("waiter not granted with a newer token after Reset")
+			}
+			if err := h1.Release(ctx); !errors.Is(err, session.ErrLost) {
+				t.Fatalf("Release of the reset hold: %v, want ErrLost", err)
+			}
+			in, err := mutex.New(admin, "r1").Holder(ctx)
+			if err != nil || in.Session != b.ID() || in.Token != hb.Token() {
+				t.Fatalf("after stale Release: Holder = %+v, %v; want session %s token %d", in, err, b.ID(), hb.Token())
+			}
+			if err := h2.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestWaiterLeaseLost: a waiter whose own session dies stops waiting with
+// ErrLeaseLost, and is never granted the mutex afterwards.
+func TestWaiterLeaseLost(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	const ttl = 600 * time.Millisecond
+	a := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
+	b := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
+	probe := testutil.Client(t, addr)
+
+	h, err := mutex.New(a, "w").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := mutex.New(b, "w").Lock(ctx)
+		errc <- err
+	}()
+	waitFor(t, ctx, func() bool {
+		in, err := mutex.New(a, "w").Holder(ctx)
+		return err == nil && in.Waiters == 1
+	})
+	// The waiter's lease disappears (as if it had expired).
+	if err := probe.Do(ctx, probe.B().Del().Key("{"+ns+"}:s:"+b.ID()).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, session.ErrLeaseLost) {
+			t.Fatalf("waiter: %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(ttl):
+		t.Fatal("waiter still waiting one TTL after its lease was gone")
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in, err := mutex.New(a, "w").Holder(ctx)
+	if err != nil || in.Session != "" {
+		t.Fatalf("after release: Holder = %+v, %v; want free (dead waiter skipped)", in, err)
+	}
+}
+
+// TestLockCanceledWithdraws: a waiter whose ctx ends leaves the queue and is
+// never granted.
+func TestLockCanceledWithdraws(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	a := testutil.Dial(t, addr, ns, session.Options{TTL: 5 * time.Second})
+	b := testutil.Dial(t, addr, ns, session.Options{TTL: 5 * time.Second})
+	h, err := mutex.New(a, "c").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := mutex.New(b, "c").Lock(wctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with an expiring ctx: %v, want DeadlineExceeded", err)
+	}
+	waitFor(t, ctx, func() bool {
+		in, err := mutex.New(a, "c").Holder(ctx)
+		return err == nil && in.Waiters == 0
+	})
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := mutex.New(a, "c").Holder(ctx); err != nil || in.Session != "" {
+		t.Fatalf("Holder = %+v, %v; want free", in, err)
+	}
+}
+
+// TestInvalidNames: bad names fail with ErrInvalidName and write nothing.
+func TestInvalidNames(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 10*time.Second)
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 5 * time.Second})
+	probe := testutil.Client(t, srv.Addr())
+	before, err := probe.Do(ctx, probe.B().Dbsize().Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"", strings.Repeat("x", session.MaxNameLen+1)} {
+		m := mutex.New(s, name)
+		if _, err := m.Lock(ctx); !errors.Is(err, session.ErrInvalidName) {
+			t.Errorf("Lock(%.8q): %v, want ErrInvalidName", name, err)
+		}
+		if _, err := m.TryLock(ctx); !errors.Is(err, session.ErrInvalidName) {
+			t.Errorf("TryLock(%.8q): %v, want ErrInvalidName", name, err)
+		}
+		if _, err := m.Holder(ctx); !errors.Is(err, session.ErrInvalidName) {
+			t.Errorf("Holder(%.8q): %v, want ErrInvalidName", name, err)
+		}
+		if _, err := m.Reset(ctx); !errors.Is(err, session.ErrInvalidName) {
+			t.Errorf("Reset(%.8q): %v, want ErrInvalidName", name, err)
+		}
+	}
+	after, err := probe.Do(ctx, probe.B().Dbsize().Build()).AsInt64()
+	if err != nil || after != before {
+		t.Fatalf("DBSIZE %d → %d (%v): invalid input changed Redis", before, after, err)
 	}
 }

@@ -1,0 +1,260 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/mutex"
+	"github.com/leasehold/leasehold/session"
+)
+
+// TestSIGSTOPCancelsBeforeExpiry: with Redis paused, a hold's context is
+// canceled with ErrLeaseLost no later than sendTime(last confirmed heartbeat)
+// + TTL, and before the lease key expires on the server.
+func TestSIGSTOPCancelsBeforeExpiry(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	const ttl = 3 * time.Second
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: ttl, Heartbeat: ttl / 2})
+	probe := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 30*time.Second)
+
+	h, err := mutex.New(s, "stop").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for a heartbeat to be confirmed, so that the next one is a full
+	// interval away, then read when the server will expire the lease.
+	d0 := s.Deadline()
+	waitFor(t, ctx, func() bool { return s.Deadline().After(d0) })
+	deadline := s.Deadline()
+	expireAt, err := probe.Do(ctx, probe.B().Arbitrary("PEXPIRETIME").Keys("{"+ns+"}:s:"+s.ID()).Build()).AsInt64()
+	if err != nil || expireAt <= 0 {
+		t.Fatalf("PEXPIRETIME = %d, %v", expireAt, err)
+	}
+	srv.Stop()
+	stopped := time.Now()
+	select {
+	case <-h.Done():
+	case <-time.After(2 * ttl):
+		srv.Cont()
+		t.Fatal("hold not canceled within 2*TTL of SIGSTOP")
+	}
+	canceled := time.Now()
+	srv.Cont()
+
+	if !errors.Is(h.Err(), session.ErrLeaseLost) || !errors.Is(h.Err(), session.ErrLost) {
+		t.Fatalf("hold cause = %v, want ErrLeaseLost", h.Err())
+	}
+	if !errors.Is(s.Err(), session.ErrLeaseLost) {
+		t.Fatalf("session cause = %v, want ErrLeaseLost", s.Err())
+	}
+	// deadline = sent + TTL*0.99 - 5ms, so sent + TTL = deadline + TTL/100 + 5ms.
+	if limit := deadline.Add(ttl/100 + 5*time.Millisecond); canceled.After(limit) {
+		t.Fatalf("canceled %v after sendTime+TTL", canceled.Sub(limit))
+	}
+	margin := time.UnixMilli(expireAt).Sub(canceled)
+	if margin <= 0 {
+		t.Fatalf("canceled %v after the server-side expiry", -margin)
+	}
+	t.Logf("stopped→canceled %v; canceled %v before the server-side expiry", canceled.Sub(stopped), margin)
+}
+
+// countingClient counts the requests a session sends.
+type countingClient struct {
+	rueidis.Client
+	n atomic.Int64
+}
+
+func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.n.Add(1)
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c *countingClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	c.n.Add(1)
+	return c.Client.DoMulti(ctx, cmds...)
+}
+
+// TestOneRequestPerHeartbeat: a session holding 1,000 holds sends exactly one
+// request per heartbeat, and the server runs exactly one script per heartbeat.
+func TestOneRequestPerHeartbeat(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, time.Minute)
+	cc := &countingClient{Client: testutil.Client(t, srv.Addr())}
+	const ttl = 600 * time.Millisecond
+	s, err := session.New(ctx, cc, session.Options{Namespace: ns, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 1000 {
+		if _, err := mutex.New(s, "m"+strconv.Itoa(i)).TryLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe := testutil.Client(t, srv.Addr())
+	// Align on a heartbeat, then count over the next five.
+	d := s.Deadline()
+	waitFor(t, ctx, func() bool { return s.Deadline().After(d) })
+	req0, calls0 := cc.n.Load(), evalshaCalls(t, probe)
+	const beats = 5
+	for range beats {
+		d := s.Deadline()
+		waitFor(t, ctx, func() bool { return s.Deadline().After(d) })
+	}
+	req1, calls1 := cc.n.Load(), evalshaCalls(t, probe)
+	if got := req1 - req0; got != beats {
+		t.Fatalf("%d client requests over %d heartbeats with 1,000 holds, want %d", got, beats, beats)
+	}
+	if got := calls1 - calls0; got != beats {
+		t.Fatalf("%d scripts run on the server over %d heartbeats, want %d", got, beats, beats)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func evalshaCalls(t *testing.T, c rueidis.Client) int64 {
+	t.Helper()
+	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// TestCallsAfterCloseFail: Close is idempotent, ends holds with ErrClosed,
+// deletes the lease and hands held mutexes to waiters.
+func TestCloseReleasesAndHandsOff(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	a := testutil.Dial(t, addr, ns, session.Options{TTL: 5 * time.Second})
+	b := testutil.Dial(t, addr, ns, session.Options{TTL: 5 * time.Second})
+	probe := testutil.Client(t, addr)
+
+	h, err := mutex.New(a, "close").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *session.Hold, 1)
+	go func() {
+		hb, err := mutex.New(b, "close").Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- hb
+	}()
+	waitFor(t, ctx, func() bool {
+		in, err := mutex.New(b, "close").Holder(ctx)
+		return err == nil && in.Waiters == 1
+	})
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if !errors.Is(h.Err(), session.ErrClosed) || !errors.Is(a.Err(), session.ErrClosed) {
+		t.Fatalf("after Close: hold %v, session %v; want ErrClosed", h.Err(), a.Err())
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatalf("Release after Close: %v, want nil", err)
+	}
+	hb := <-got
+	if hb == nil || hb.Token() <= h.Token() {
+		t.Fatalf("waiter did not get the mutex with a newer token")
+	}
+	if n, _ := probe.Do(ctx, probe.B().Exists().Key("{"+ns+"}:s:"+a.ID()).Build()).AsInt64(); n != 0 {
+		t.Fatalf("lease key still exists after Close")
+	}
+	if _, err := mutex.New(a, "other").TryLock(ctx); !errors.Is(err, session.ErrClosed) {
+		t.Fatalf("TryLock after Close: %v, want ErrClosed", err)
+	}
+	if _, err := mutex.New(a, "other").Lock(ctx); !errors.Is(err, session.ErrClosed) {
+		t.Fatalf("Lock after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestCallsNeverOutliveCtx: with Redis paused, Lock returns when its ctx ends.
+func TestCallsNeverOutliveCtx(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 5 * time.Second})
+	srv.Stop()
+	defer srv.Cont()
+	for _, name := range []string{"Lock", "TryLock"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		start := time.Now()
+		var err error
+		if name == "Lock" {
+			_, err = mutex.New(s, "m").Lock(ctx)
+		} else {
+			_, err = mutex.New(s, "m").TryLock(ctx)
+		}
+		cancel()
+		if el := time.Since(start); el > time.Second {
+			t.Fatalf("%s returned after %v with a 200ms ctx", name, el)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: %v, want DeadlineExceeded", name, err)
+		}
+	}
+}
+
+func TestInvalidOptionsTouchNothing(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 10*time.Second)
+	for _, o := range []session.Options{
+		{Namespace: "a{b"},
+		{Namespace: "a}b"},
+		{TTL: -time.Second},
+		{TTL: time.Millisecond},
+		{TTL: time.Second, Heartbeat: 600 * time.Millisecond},
+		{Heartbeat: -time.Second},
+		{LockDelay: -time.Second},
+	} {
+		if s, err := session.New(ctx, c, o); !errors.Is(err, session.ErrInvalidOptions) {
+			if s != nil {
+				s.Close()
+			}
+			t.Errorf("New(%+v): %v, want ErrInvalidOptions", o, err)
+		}
+	}
+	if n, err := c.Do(ctx, c.B().Dbsize().Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("DBSIZE = %d, %v after invalid options; want 0", n, err)
+	}
+}
+
+func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("condition not reached")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
