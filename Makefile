@@ -1,0 +1,25 @@
+# leasehold — make test installs what the tests need, then runs them all
+# against real redis-server processes started on free loopback ports.
+
+GO ?= go
+
+.PHONY: test lint redis-server
+
+test: redis-server
+	$(GO) test -race -count=1 ./...
+
+lint:
+	$(GO) vet ./...
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# redis-server comes from Debian's package when it is missing.
+redis-server:
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing redis-server with apt-get"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+		else \
+			echo "redis-server is missing: install it (sudo apt-get install redis-server) and run make test again"; exit 1; \
+		fi; \
+	fi
+	@redis-server --version

@@ -1,0 +1,53 @@
+package mutex_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/mutex"
+	"github.com/leasehold/leasehold/session"
+)
+
+// The example runs on an in-process miniredis so that it is self-contained;
+// point InitAddress at a real Redis in production.
+func Example() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	ctx := context.Background()
+
+	s, err := session.Dial(ctx, rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true},
+		session.Options{TTL: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	h, err := mutex.New(s, "reindex").Lock(ctx) // blocks FIFO until granted
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Do the work under h.Context(): it is canceled the moment the hold can no
+	// longer be proven, before anyone else can get the mutex. Pass h.Token()
+	// to storage that rejects stale writers.
+	fmt.Println("holding", h.Resource(), "err:", h.Context().Err())
+
+	_, err = mutex.New(s, "reindex").TryLock(ctx)
+	fmt.Println("second TryLock:", err)
+
+	if err := h.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after Release:", h.Err())
+	// Output:
+	// holding reindex err: <nil>
+	// second TryLock: mutex: locked by another hold
+	// after Release: session: hold released
+}
