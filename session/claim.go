@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -38,7 +39,7 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 	}
 	for {
 		if wait {
-			if err := s.subscribe(ctx); err != nil {
+			if err := s.subscribe(ctx, s.ownChannel); err != nil {
 				return nil, err
 			}
 		}
@@ -46,6 +47,9 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		opctx, cancel := s.opCtx(ctx)
 		g, err := s.env.Acquire(opctx, r, hid, wait)
 		cancel()
+		if errors.Is(err, scripts.ErrLimitMismatch) || errors.Is(err, scripts.ErrNotMember) {
+			return nil, err // the script changed nothing
+		}
 		if err != nil {
 			// The attempt may have queued or granted hid: withdraw it.
 			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
@@ -72,7 +76,9 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		select {
 		case n := <-note:
 			t.Stop()
-			return s.addHold(r, hid, n.resource, n.token)
+			if n.token != 0 {
+				return s.addHold(r, hid, n.resource, n.token)
+			}
 		case <-t.C:
 		case <-recheck:
 			t.Stop()

@@ -37,12 +37,13 @@ type loop struct {
 	cleaning  bool
 	cleanDone chan []pendingRelease // the ones that failed again
 
-	sub        rueidis.DedicatedClient
+	sub        rueidis.DedicatedClient // the notification connection, nil when none
 	subRelease func()
-	subErr     <-chan error
+	subErr     <-chan error    // reports the loss of sub
+	subChans   map[string]bool // channels subscribed on sub
 	subDone    chan subResult
-	subWant    []chan error
-	subbing    bool
+	subWant    []subWant
+	subbing    bool // a subscribe helper is in flight
 
 	bg     context.Context // canceled when the loop ends; bounds helpers
 	stopBg context.CancelFunc
@@ -66,9 +67,10 @@ type pendingRelease struct {
 }
 
 type subResult struct {
-	dc      rueidis.DedicatedClient
+	dc      rueidis.DedicatedClient // a new connection, or nil
 	release func()
 	errc    <-chan error
+	chans   []string
 	err     error
 }
 
@@ -282,18 +284,15 @@ func (l *loop) shutdown() {
 	}
 	select {
 	case r := <-l.subDone:
-		if r.err == nil {
+		if r.err == nil && r.dc != nil {
 			r.release()
 		}
 	default:
 	}
 	for _, w := range l.subWant {
-		w <- context.Cause(s.ctx)
+		w.reply <- context.Cause(s.ctx)
 	}
-	if l.sub != nil {
-		l.subRelease()
-	}
-	s.subOK.Store(false)
+	l.dropSubscription()
 
 	ps := l.pending
 	for id, h := range l.holds {

@@ -4,24 +4,35 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/rueidis"
 )
 
-// The session subscribes to its own channel {ns}:n:<sid> on a dedicated
-// connection, lazily, the first time something waits. Releasing scripts
-// publish "g|<hid>|<token>|<resource>" when they hand a resource to one of
-// this session's waiters, and "r|<hid>" when they take a hold away. Both are
-// hints: a waiter re-checks after a reconnect and on a slow fallback timer,
-// and the heartbeat reports taken-away holds within one interval.
+// The session subscribes, lazily and on one dedicated connection, to its own
+// channel {ns}:n:<sid> (the first time something waits) and to the channels
+// its watchers ask for (election observers). Releasing scripts publish
+// "g|<hid>|<token>|<resource>" when they hand a resource to one of this
+// session's waiters, "r|<hid>" when they take a hold away, and "x|<hid>" when
+// a waiter should re-check. All of them are hints: after the connection
+// drops, the recheck channel is closed and every waiter and watcher re-reads
+// the state; waiters also have a slow fallback timer, and the heartbeat
+// reports taken-away holds within one interval.
 
-// subscribe returns once the session's channel is subscribed.
-func (s *Session) subscribe(ctx context.Context) error {
-	if s.subOK.Load() {
+// subWant is a request to be subscribed to ch.
+type subWant struct {
+	ch    string
+	reply chan error
+}
+
+// subscribe returns once channel ch is subscribed on the session's
+// notification connection.
+func (s *Session) subscribe(ctx context.Context, ch string) error {
+	if ch == s.ownChannel && s.subOK.Load() {
 		return nil
 	}
 	reply := make(chan error, 1)
-	if !s.post(func(l *loop) { l.wantSub(reply) }) {
+	if !s.post(func(l *loop) { l.want(subWant{ch: ch, reply: reply}) }) {
 		return s.Err()
 	}
 	select {
@@ -34,64 +45,110 @@ func (s *Session) subscribe(ctx context.Context) error {
 	}
 }
 
-func (l *loop) wantSub(reply chan error) {
-	if l.sub != nil {
-		reply <- nil
-		return
+// want queues w and runs pump.
+func (l *loop) want(w subWant) {
+	l.subWant = append(l.subWant, w)
+	l.pump()
+}
+
+// pump answers the wants already satisfied and starts one subscribe helper
+// for the rest: a new connection subscribed to every channel in use, or a
+// SUBSCRIBE of the missing channels on the current one.
+func (l *loop) pump() {
+	kept := l.subWant[:0]
+	missing := map[string]bool{}
+	for _, w := range l.subWant {
+		if l.sub != nil && l.subChans[w.ch] {
+			w.reply <- nil
+			continue
+		}
+		kept = append(kept, w)
+		missing[w.ch] = true
 	}
-	l.subWant = append(l.subWant, reply)
-	if l.subbing {
+	l.subWant = kept
+	if len(kept) == 0 || l.subbing {
 		return
 	}
 	l.subbing = true
 	s := l.s
+	dc := l.sub
+	if dc == nil {
+		missing[s.ownChannel] = true
+		for ch := range s.watchers.channels() {
+			missing[ch] = true
+		}
+	}
+	chans := make([]string, 0, len(missing))
+	for ch := range missing {
+		chans = append(chans, ch)
+	}
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
 	l.wg.Go(func() {
 		defer cancel()
-		dc, release := s.env.C.Dedicate()
-		errc := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: s.onMessage})
-		ch := s.env.K.Channel(s.id)
-		cmd := dc.B().Subscribe().Channel(ch).Build()
+		r := subResult{chans: chans}
+		if dc == nil {
+			d, release := s.env.C.Dedicate()
+			r.errc = d.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: s.onMessage})
+			r.dc, r.release = d, func() { d.Close(); release() }
+			dc = d
+		}
+		cmd := dc.B().Subscribe().Channel(chans...).Build()
 		if s.env.Sharded {
-			cmd = dc.B().Ssubscribe().Channel(ch).Build()
+			cmd = dc.B().Ssubscribe().Channel(chans...).Build()
 		}
-		err := dc.Do(ctx, cmd).Error()
-		if err != nil {
-			dc.Close()
-			release()
-		}
-		l.subDone <- subResult{dc: dc, release: func() { dc.Close(); release() }, errc: errc, err: err}
+		r.err = dc.Do(ctx, cmd).Error()
+		l.subDone <- r
 	})
 }
 
 func (l *loop) onSubscribed(r subResult) {
 	l.subbing = false
-	if r.err == nil {
-		l.sub, l.subRelease, l.subErr = r.dc, r.release, r.errc
-		l.s.subOK.Store(true)
-	} else {
+	if r.err != nil {
 		l.s.opt.Logger.Warn("subscribe failed", "session", l.s.id, "err", r.err)
+		if r.dc != nil {
+			r.release()
+		}
+		for _, w := range l.subWant {
+			w.reply <- r.err
+		}
+		l.subWant = nil
+		return
 	}
-	for _, w := range l.subWant {
-		w <- r.err
+	if r.dc != nil {
+		l.sub, l.subRelease, l.subErr = r.dc, r.release, r.errc
+		l.subChans = map[string]bool{}
 	}
-	l.subWant = nil
+	for _, ch := range r.chans {
+		l.subChans[ch] = true
+	}
+	l.s.subOK.Store(l.subChans[l.s.ownChannel])
+	l.pump()
 }
 
-// onSubscriptionLost drops the broken subscription and makes every waiter
-// re-check, since notifications may have been missed; waiters subscribe again.
+// onSubscriptionLost drops the broken connection and makes every waiter and
+// watcher re-check, since messages may have been missed; they subscribe again.
 func (l *loop) onSubscriptionLost(err error) {
 	l.s.opt.Logger.Info("notification connection lost; waiters re-check", "session", l.s.id, "err", err)
-	l.s.subOK.Store(false)
-	l.subRelease()
-	l.sub, l.subRelease, l.subErr = nil, nil, nil
+	l.dropSubscription()
 	rc := make(chan struct{})
 	old := l.s.recheck.Swap(&rc)
 	close(*old)
 }
 
+func (l *loop) dropSubscription() {
+	l.s.subOK.Store(false)
+	if l.sub != nil {
+		l.subRelease()
+	}
+	l.sub, l.subRelease, l.subErr, l.subChans = nil, nil, nil, nil
+}
+
 // onMessage runs on rueidis' reader goroutine.
 func (s *Session) onMessage(m rueidis.PubSubMessage) {
+	if m.Channel != s.ownChannel {
+		s.watchers.deliver(m.Channel, m.Message)
+		return
+	}
 	kind, rest, _ := strings.Cut(m.Message, "|")
 	switch kind {
 	case "g":
@@ -102,10 +159,80 @@ func (s *Session) onMessage(m rueidis.PubSubMessage) {
 			return
 		}
 		s.waiters.deliver(hid, notice{token: t, resource: resource})
+	case "x":
+		s.waiters.deliver(rest, notice{})
 	case "r":
 		select {
 		case s.reqs <- func(l *loop) { l.revoke(rest) }:
 		default: // the heartbeat reports it anyway
+		}
+	}
+}
+
+// Watch delivers the messages published on channel ch to c until stop is
+// called, without blocking: a message that does not fit in c is dropped, so
+// c's reader must re-read the state it watches when it receives, and also
+// when Recheck is closed (messages may have been missed). Watch returns once
+// ch is subscribed. It is for leasehold's own packages (election.Observe).
+func (s *Session) Watch(ctx context.Context, ch string, c chan string) (stop func(), err error) {
+	s.watchers.add(ch, c)
+	stop = func() { s.watchers.remove(ch, c) }
+	if err := s.subscribe(ctx, ch); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// Recheck returns a channel closed when the notification connection drops:
+// whoever waits for a notification must re-read the state, and call Watch
+// again to resubscribe.
+func (s *Session) Recheck() <-chan struct{} { return *s.recheck.Load() }
+
+// watchers routes channel messages to Watch callers.
+type watchers struct {
+	mu sync.Mutex
+	m  map[string]map[chan string]bool
+}
+
+func (w *watchers) add(ch string, c chan string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string]map[chan string]bool{}
+	}
+	if w.m[ch] == nil {
+		w.m[ch] = map[chan string]bool{}
+	}
+	w.m[ch][c] = true
+}
+
+func (w *watchers) remove(ch string, c chan string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m[ch], c)
+	if len(w.m[ch]) == 0 {
+		delete(w.m, ch)
+	}
+}
+
+func (w *watchers) channels() map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]bool, len(w.m))
+	for ch := range w.m {
+		out[ch] = true
+	}
+	return out
+}
+
+func (w *watchers) deliver(ch, msg string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.m[ch] {
+		select {
+		case c <- msg:
+		default:
 		}
 	}
 }

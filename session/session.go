@@ -35,15 +35,22 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	ownChannel string // {ns}:n:<sid>
+
 	reqs   chan func(*loop) // requests to the loop goroutine
 	exited chan struct{}    // closed by the loop goroutine when it returns
 
 	deadline atomic.Int64 // local lease deadline, ns since base; written by the loop
 	nextHold atomic.Uint64
 
-	subOK   atomic.Bool                   // notification channel subscribed
-	recheck atomic.Pointer[chan struct{}] // closed when notifications may have been missed
-	waiters waiters
+	subOK    atomic.Bool                   // ownChannel subscribed
+	recheck  atomic.Pointer[chan struct{}] // closed when notifications may have been missed
+	waiters  waiters
+	watchers watchers
+
+	goMu     sync.Mutex
+	goClosed bool
+	goWG     sync.WaitGroup // goroutines started by Go
 
 	closeOnce sync.Once
 	closeErr  error
@@ -119,6 +126,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 			return nil, fmt.Errorf("session: open lease: %w", err)
 		}
 		if ok {
+			s.ownChannel = s.env.K.Channel(s.id)
 			s.base = sent
 			s.deadline.Store(int64(clock.Deadline(sent, o.TTL).Sub(sent)))
 			l := newLoop(s, sent)
@@ -180,11 +188,29 @@ func (s *Session) Close() error {
 		case <-s.exited:
 		}
 		<-s.exited
+		s.goMu.Lock()
+		s.goClosed = true
+		s.goMu.Unlock()
+		s.goWG.Wait()
 		if s.own {
 			s.env.C.Close()
 		}
 	})
 	return s.closeErr
+}
+
+// Go runs f in a goroutine that the session owns: ctx is canceled when the
+// session ends, and Close waits for f to return. It reports false, without
+// running f, once the session is closed. It is for leasehold's own packages
+// (election.Observe), so that only the session starts long-lived goroutines.
+func (s *Session) Go(f func(ctx context.Context)) bool {
+	s.goMu.Lock()
+	defer s.goMu.Unlock()
+	if s.goClosed || s.ctx.Err() != nil {
+		return false
+	}
+	s.goWG.Go(func() { f(s.ctx) })
+	return true
 }
 
 // Env returns what leasehold's primitives need to run their scripts. It is

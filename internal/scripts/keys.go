@@ -39,3 +39,22 @@ func (k Keys) Queue(kind Kind, name string) string {
 
 // Epoch is the marker {ns}:epoch whose presence says the namespace's data is intact.
 func (k Keys) Epoch() string { return k.Prefix + "epoch" }
+
+// Semaphore is the semaphore hash {ns}:sem:<name>: limit, permits used, last token.
+func (k Keys) Semaphore(name string) string { return k.Prefix + "sem:" + name }
+
+// SemaphoreHolders is the hash {ns}:semh:<name>: hold id -> "<n>:<token>".
+func (k Keys) SemaphoreHolders(name string) string { return k.Prefix + "semh:" + name }
+
+// PoolBase is the prefix {ns}:pool:<name>: of a pool's keys (see pool_lib.lua).
+func (k Keys) PoolBase(name string) string { return k.Prefix + "pool:" + name + ":" }
+
+// Election is the election hash {ns}:el:<name>: leader hold id, term, value.
+func (k Keys) Election(name string) string { return k.Prefix + "el:" + name }
+
+// ElectionCandidates is the hash {ns}:elc:<name> of queued candidates' values.
+func (k Keys) ElectionCandidates(name string) string { return k.Prefix + "elc:" + name }
+
+// ElectionChannel is the channel {ns}:elw:<name> on which every change of
+// leader or value is announced as "<term>|<hold id>|<value>".
+func (k Keys) ElectionChannel(name string) string { return k.Prefix + "elw:" + name }

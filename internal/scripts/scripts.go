@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -42,7 +43,18 @@ var (
 	mutexInspectLua string
 )
 
-func script(body string) *rueidis.Lua { return rueidis.NewLuaScript(common + "\n" + body) }
+// script prepends common.lua and the given libraries to body.
+func script(body string, libs ...string) *rueidis.Lua {
+	return rueidis.NewLuaScript(join(body, libs))
+}
+
+func readOnly(body string, libs ...string) *rueidis.Lua {
+	return rueidis.NewLuaScriptReadOnly(join(body, libs))
+}
+
+func join(body string, libs []string) string {
+	return common + "\n" + strings.Join(libs, "\n") + "\n" + body
+}
 
 var (
 	sessionOpen  = script(sessionOpenLua)
@@ -51,11 +63,18 @@ var (
 	mutexAcquire = script(mutexAcquireLua)
 	mutexRelease = script(mutexReleaseLua)
 	mutexReset   = script(mutexResetLua)
-	mutexInspect = rueidis.NewLuaScriptReadOnly(common + "\n" + mutexInspectLua)
+	mutexInspect = readOnly(mutexInspectLua)
 )
 
-// ErrBusy reports that a resource could not be granted without waiting.
-var ErrBusy = errors.New("resource busy")
+// Errors the scripts report; the primitives re-export them under their names.
+var (
+	// ErrBusy reports that a resource could not be granted without waiting.
+	ErrBusy = errors.New("resource busy")
+	// ErrLimitMismatch: the semaphore's stored limit differs from the caller's.
+	ErrLimitMismatch = errors.New("semaphore: limit differs from the one stored in Redis")
+	// ErrNotMember: the pool member named is not in the pool.
+	ErrNotMember = errors.New("pool: not a member")
+)
 
 // errReply reports a reply whose shape no script produces.
 var errReply = errors.New("leasehold: unexpected script reply")
@@ -102,8 +121,12 @@ func (k Kind) String() string {
 
 // Resource names one thing a session can hold or wait for.
 type Resource struct {
-	Kind Kind
-	Name string // the primitive's name
+	Kind  Kind
+	Name  string // the primitive's name
+	N     int64  // semaphore: permits wanted
+	Limit int64  // semaphore: the caller's limit
+	Key   string // pool: the member wanted, "" for any
+	Value string // election: the candidate's value
 }
 
 // Env is what every script call needs: a client, the namespace's keys and the
@@ -148,27 +171,55 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 	if wait {
 		w = "1"
 	}
+	var x execer
 	switch r.Kind {
 	case Mutex:
-		v, err := mutexAcquire.Exec(ctx, e.C,
-			[]string{e.K.Mutex(r.Name), e.K.Queue(Mutex, r.Name)},
-			[]string{e.K.Prefix, hid, w, e.sharded(), r.Name}).AsIntSlice()
-		if err != nil {
-			return Grant{}, err
-		}
-		return parseGrant(v, r.Name)
+		x = execer{mutexAcquire, e.mutexKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name}}
+	case Semaphore:
+		x = execer{semAcquire, e.semKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
+			strconv.FormatInt(r.N, 10), strconv.FormatInt(r.Limit, 10)}}
+	case Pool:
+		x = execer{poolAcquire, e.poolKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
+			e.K.PoolBase(r.Name), r.Key}}
+	case Election:
+		x = execer{elCampaign, e.elKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
+			r.Value, e.K.ElectionChannel(r.Name)}}
+	default:
+		return Grant{}, fmt.Errorf("scripts: acquire of unknown kind %v", r.Kind)
 	}
-	return Grant{}, fmt.Errorf("scripts: acquire of unknown kind %v", r.Kind)
+	v, err := x.Exec(ctx, e.C).ToArray()
+	if err != nil {
+		return Grant{}, err
+	}
+	return parseGrant(v, r.Name)
 }
 
-func parseGrant(v []int64, resource string) (Grant, error) {
+// parseGrant reads the reply shared by every acquire script.
+func parseGrant(v []rueidis.RedisMessage, name string) (Grant, error) {
+	ints := make([]int64, 0, 3)
+	resource := name
+	for i, m := range v {
+		if i == 2 && m.IsString() {
+			resource, _ = m.ToString()
+			continue
+		}
+		n, err := m.AsInt64()
+		if err != nil {
+			return Grant{}, fmt.Errorf("%w: %v", errReply, err)
+		}
+		ints = append(ints, n)
+	}
 	switch {
-	case len(v) == 1 && v[0] == -1:
+	case len(ints) == 1 && ints[0] == -1:
 		return Grant{Status: LeaseGone}, nil
-	case len(v) == 2 && v[0] == 1:
-		return Grant{Status: Granted, Token: v[1], Resource: resource}, nil
-	case len(v) == 3 && v[0] == 0:
-		return Grant{Status: Busy, Wait: time.Duration(max(v[1], 0)) * time.Millisecond, Position: v[2]}, nil
+	case len(ints) == 2 && ints[0] == -2:
+		return Grant{}, fmt.Errorf("%w: stored limit is %d", ErrLimitMismatch, ints[1])
+	case len(ints) == 1 && ints[0] == -3:
+		return Grant{}, ErrNotMember
+	case len(ints) == 2 && ints[0] == 1:
+		return Grant{Status: Granted, Token: ints[1], Resource: resource}, nil
+	case len(ints) == 3 && ints[0] == 0:
+		return Grant{Status: Busy, Wait: time.Duration(max(ints[1], 0)) * time.Millisecond, Position: ints[2]}, nil
 	}
 	return Grant{}, fmt.Errorf("%w: %v", errReply, v)
 }
@@ -206,9 +257,16 @@ func (x execer) Exec(ctx context.Context, c rueidis.Client) rueidis.RedisResult 
 func (e Env) releaseCmd(r Resource, hid string) execer {
 	switch r.Kind {
 	case Mutex:
-		return execer{mutexRelease,
-			[]string{e.K.Mutex(r.Name), e.K.Queue(Mutex, r.Name)},
-			[]string{e.K.Prefix, hid, e.sharded(), r.Name}}
+		return execer{mutexRelease, e.mutexKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name}}
+	case Semaphore:
+		return execer{semRelease, e.semKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
+			strconv.FormatInt(r.N, 10)}}
+	case Pool:
+		return execer{poolRelease, e.poolKeys(r.Name), []string{e.K.Prefix, hid, "", e.sharded(), r.Name,
+			e.K.PoolBase(r.Name), r.Key}}
+	case Election:
+		return execer{elResign, e.elKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
+			e.K.ElectionChannel(r.Name)}}
 	}
 	panic(fmt.Sprintf("scripts: release of unknown kind %v", r.Kind))
 }
@@ -285,7 +343,7 @@ func (e Env) CloseLease(ctx context.Context, sid string) error {
 // MutexReset force-releases mutex name and returns the hold id it took away
 // ("" when the mutex was free).
 func (e Env) MutexReset(ctx context.Context, name string) (string, error) {
-	return mutexReset.Exec(ctx, e.C, []string{e.K.Mutex(name), e.K.Queue(Mutex, name)},
+	return mutexReset.Exec(ctx, e.C, e.mutexKeys(name),
 		[]string{e.K.Prefix, e.sharded(), name}).ToString()
 }
 
@@ -300,7 +358,7 @@ type MutexInfo struct {
 
 // MutexInspect describes mutex name.
 func (e Env) MutexInspect(ctx context.Context, name string) (MutexInfo, error) {
-	v, err := mutexInspect.Exec(ctx, e.C, []string{e.K.Mutex(name), e.K.Queue(Mutex, name)},
+	v, err := mutexInspect.Exec(ctx, e.C, e.mutexKeys(name),
 		[]string{e.K.Prefix}).ToArray()
 	if err != nil {
 		return MutexInfo{}, err
@@ -322,6 +380,10 @@ func (e Env) MutexInspect(ctx context.Context, name string) (MutexInfo, error) {
 	}
 	in.Waiters = int(waiters)
 	return in, nil
+}
+
+func (e Env) mutexKeys(name string) []string {
+	return []string{e.K.Mutex(name), e.K.Queue(Mutex, name)}
 }
 
 func str(m rueidis.RedisMessage, dst *string) (err error) {

@@ -1,0 +1,42 @@
+-- election_campaign.lua: become leader if nobody leads and no candidate is
+-- queued before the caller, else queue as a candidate (when asked to wait).
+-- KEYS[1..3] see election_lib.lua
+-- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
+-- ARGV[4] "1" for sharded pub/sub   ARGV[5] election name   ARGV[6] value
+-- ARGV[7] observer channel {ns}:el:<name>:w
+-- Returns {1, term} when leader (idempotent per hold id); {0, wait ms,
+-- position or -1} when not; {-1} when the caller's lease is gone.
+local p, hid, k, q, c = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
+if not alive(p, hid) then
+  return {-1}
+end
+if redis.call('HGET', k, 'hid') == hid then
+  return {1, tonumber(redis.call('HGET', k, 'tok'))}
+end
+local had = redis.call('HGET', k, 'hid')
+local free, wait = single_free(p, k)
+if free then
+  if had then
+    -- The leader's lease is gone: observers learn that nobody leads.
+    redis.call('HDEL', k, 'val')
+    el_announce(ARGV[4], ARGV[7], 0, '', '')
+  end
+  local nxt = first_live(p, q)
+  if not nxt or nxt == hid then
+    if nxt then
+      redis.call('LPOP', q)
+    end
+    return {1, el_grant(p, k, c, hid, ARGV[6], ARGV[4], ARGV[7])}
+  end
+  el_handoff(p, k, q, c, ARGV[4], ARGV[5], ARGV[7])
+  wait = lease_pttl(p, nxt)
+end
+if ARGV[3] == '1' then
+  redis.call('HSET', c, hid, ARGV[6])
+  local pos = redis.call('LPOS', q, hid)
+  if not pos then
+    pos = redis.call('RPUSH', q, hid) - 1
+  end
+  return {0, wait, pos}
+end
+return {0, wait, -1}

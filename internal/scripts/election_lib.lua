@@ -1,0 +1,43 @@
+-- election_lib.lua: helpers for the election scripts, prepended after common.lua.
+-- An election is:
+--   KEYS[1] {ns}:el:<name>     hash: hid (leader hold id), tok (last term), val (leader value), ld, free
+--   KEYS[2] {ns}:q:el:<name>   list of candidate hold ids, FIFO
+--   KEYS[3] {ns}:elc:<name>    hash: queued candidate hold id -> its value
+-- Observers listen on the channel {ns}:elw:<name>, which gets
+-- "<term>|<hold id>|<value>" on every change ("0||" when nobody leads).
+
+local function el_announce(sharded, ch, term, hid, val)
+  local msg = string.format('%.0f', term) .. '|' .. hid .. '|' .. val
+  if sharded == '1' then
+    redis.call('SPUBLISH', ch, msg)
+  else
+    redis.call('PUBLISH', ch, msg)
+  end
+end
+
+local function el_grant(p, k, c, hid, val, sharded, ch)
+  local tok = single_grant(p, k, hid)
+  redis.call('HSET', k, 'val', val)
+  redis.call('HDEL', c, hid)
+  el_announce(sharded, ch, tok, hid, val)
+  return tok
+end
+
+-- el_handoff makes the first live candidate the leader and notifies it, or
+-- announces that nobody leads.
+local function el_handoff(p, k, q, c, sharded, name, ch)
+  local nxt = first_live(p, q)
+  while nxt do
+    redis.call('LPOP', q)
+    local val = redis.call('HGET', c, nxt)
+    if val then
+      local tok = el_grant(p, k, c, nxt, val, sharded, ch)
+      notify(p, sharded, nxt, 'g|' .. nxt .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+      return nxt
+    end
+    nxt = first_live(p, q)
+  end
+  redis.call('HDEL', k, 'val')
+  el_announce(sharded, ch, 0, '', '')
+  return nil
+end

@@ -1,0 +1,64 @@
+-- pool_acquire.lua: claim a free member (any, or the one named) if nobody
+-- queued before the caller wants it, else queue the caller FIFO (when asked to wait).
+-- KEYS[1] queue {ns}:q:pool:<name>   KEYS[2] free   KEYS[3] held   KEYS[4] tok   KEYS[5] sess
+-- (KEYS[2..5] are listed for cluster routing; the script builds them from ARGV[6].)
+-- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
+-- ARGV[4] "1" for sharded pub/sub   ARGV[5] pool name   ARGV[6] base "{ns}:pool:<name>:"
+-- ARGV[7] member wanted, "" for any
+-- Returns {1, token, member} when granted (idempotent per hold id); {0, wait
+-- ms, position or -1} when not; {-1} when the caller's lease is gone; {-3}
+-- when the member wanted is not in the pool.
+local p, hid, q, b, want = ARGV[1], ARGV[2], KEYS[1], ARGV[6], ARGV[7]
+if not alive(p, hid) then
+  return {-1}
+end
+local k = pool_held_by(b, hid)
+if k then
+  return {1, tonumber(redis.call('HGET', b .. 't', k)), k}
+end
+if want ~= '' and not pool_is_member(b, want) then
+  return {-3}
+end
+pool_serve(p, b, q, ARGV[4], ARGV[5])
+k = pool_held_by(b, hid)
+if k then
+  return {1, tonumber(redis.call('HGET', b .. 't', k)), k}
+end
+local entry = hid
+if want ~= '' then
+  entry = hid .. '@' .. want
+end
+-- After pool_serve, a member still free is wanted by nobody queued.
+local pos = redis.call('LPOS', q, entry)
+if not pos then
+  if want == '' then
+    k = pool_free_one(b)
+  elseif pool_is_free(b, want) then
+    k = want
+  end
+  if not k and pool_reap(p, b) > 0 then
+    pool_serve(p, b, q, ARGV[4], ARGV[5])
+    if want == '' then
+      k = pool_free_one(b)
+    elseif pool_is_free(b, want) then
+      k = want
+    end
+  end
+  if k then
+    return {1, pool_grant(b, k, hid), k}
+  end
+end
+local wait
+if want ~= '' then
+  local h = redis.call('HGET', b .. 'h', want)
+  wait = h and lease_pttl(p, h) or -1
+else
+  wait = pool_wait(p, b)
+end
+if ARGV[3] == '1' then
+  if not pos then
+    pos = redis.call('RPUSH', q, entry) - 1
+  end
+  return {0, wait, pos}
+end
+return {0, wait, -1}

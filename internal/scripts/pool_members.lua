@@ -1,0 +1,62 @@
+-- pool_members.lua: change the members of a pool.
+-- KEYS as in pool_acquire.lua.
+-- ARGV[1] prefix {ns}:   ARGV[2] "1" for sharded pub/sub   ARGV[3] pool name
+-- ARGV[4] base "{ns}:pool:<name>:"   ARGV[5] op: "add", "remove" or "replace"
+-- ARGV[6..] members
+-- add: new members become free (never used: first in line); existing ones are
+-- left alone. remove: every named member must exist, else nothing changes and
+-- {-3, member} is returned; a held member's hold is taken away (its session
+-- is told). replace: the members become exactly ARGV[6..].
+-- Returns {added, removed}.
+local p, q, b, op = ARGV[1], KEYS[1], ARGV[4], ARGV[5]
+local function remove(k)
+  local h = redis.call('HGET', b .. 'h', k)
+  if h then
+    pool_unhold(b, k, h)
+    if alive(p, h) then
+      revoke(p, ARGV[2], h)
+    end
+  end
+  redis.call('ZREM', b .. 'f', k)
+end
+local added, removed = 0, 0
+if op == 'remove' then
+  for i = 6, #ARGV do
+    if not pool_is_member(b, ARGV[i]) then
+      return {-3, ARGV[i]}
+    end
+  end
+  for i = 6, #ARGV do
+    if pool_is_member(b, ARGV[i]) then
+      remove(ARGV[i])
+      removed = removed + 1
+    end
+  end
+  return {added, removed}
+end
+if op == 'replace' then
+  local keep = {}
+  for i = 6, #ARGV do
+    keep[ARGV[i]] = true
+  end
+  local cur = redis.call('ZRANGE', b .. 'f', 0, -1)
+  for _, k in ipairs(redis.call('HKEYS', b .. 'h')) do
+    cur[#cur + 1] = k
+  end
+  for _, k in ipairs(cur) do
+    if not keep[k] then
+      remove(k)
+      removed = removed + 1
+    end
+  end
+end
+for i = 6, #ARGV do
+  if not pool_is_member(b, ARGV[i]) then
+    redis.call('ZADD', b .. 'f', 0, ARGV[i])
+    added = added + 1
+  end
+end
+if added > 0 then
+  pool_serve(p, b, q, ARGV[2], ARGV[3])
+end
+return {added, removed}

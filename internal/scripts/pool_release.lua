@@ -1,0 +1,22 @@
+-- pool_release.lua: release the member a hold id holds (it becomes the most
+-- recently released), or withdraw the hold id from the queue; then serve waiters.
+-- KEYS / ARGV[1..6] as in pool_acquire.lua, but ARGV[3] is unused.
+-- ARGV[7] member requested, "" for any (to find the queue entry)
+-- Returns 1 when it was held and is released, 2 when it was only queued, 0
+-- when neither: idempotent.
+local p, hid, q, b = ARGV[1], ARGV[2], KEYS[1], ARGV[6]
+local k = pool_held_by(b, hid)
+if k then
+  pool_unhold(b, k, hid)
+  redis.call('ZADD', b .. 'f', now_ms(), k)
+  pool_serve(p, b, q, ARGV[4], ARGV[5])
+  return 1
+end
+local entry = hid
+if ARGV[7] ~= '' then
+  entry = hid .. '@' .. ARGV[7]
+end
+if redis.call('LREM', q, 0, entry) > 0 then
+  return 2
+end
+return 0

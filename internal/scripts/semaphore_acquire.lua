@@ -1,0 +1,42 @@
+-- semaphore_acquire.lua: grant n permits if they fit and nobody waits before
+-- the caller, else queue the caller FIFO (when asked to wait).
+-- KEYS[1] meta {ns}:sem:<name>   KEYS[2] holders {ns}:semh:<name>   KEYS[3] queue {ns}:q:sem:<name>
+-- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
+-- ARGV[4] "1" for sharded pub/sub   ARGV[5] name   ARGV[6] n   ARGV[7] the caller's limit
+-- Returns {1, token} when granted (idempotent per hold id); {0, wait ms,
+-- position or -1} when not; {-1} when the caller's lease is gone;
+-- {-2, stored limit} when the stored limit differs from the caller's.
+local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
+if not alive(p, hid) then
+  return {-1}
+end
+local stored = redis.call('HGET', meta, 'limit')
+if not stored then
+  redis.call('HSET', meta, 'limit', ARGV[7])
+elseif stored ~= ARGV[7] then
+  return {-2, tonumber(stored)}
+end
+local tok = sem_held(holders, hid)
+if tok then
+  return {1, tok}
+end
+-- Serve the waiters ahead first: permits of dead holders may have come back.
+sem_serve(p, meta, holders, q, ARGV[4], ARGV[5])
+tok = sem_held(holders, hid)
+if tok then
+  return {1, tok}
+end
+local n = tonumber(ARGV[6])
+local entry = hid .. '#' .. ARGV[6]
+if not first_live(p, q) and sem_fits(p, meta, holders, n) then
+  return {1, sem_grant(meta, holders, hid, n)}
+end
+local wait = sem_wait(p, holders)
+if ARGV[3] == '1' then
+  local pos = redis.call('LPOS', q, entry)
+  if not pos then
+    pos = redis.call('RPUSH', q, entry) - 1
+  end
+  return {0, wait, pos}
+end
+return {0, wait, -1}

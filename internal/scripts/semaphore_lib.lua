@@ -1,0 +1,93 @@
+-- semaphore_lib.lua: helpers for the semaphore scripts, prepended after common.lua.
+-- A semaphore is three keys:
+--   meta    {ns}:sem:<name>     hash: limit, used (permits of recorded holders), tok (last token)
+--   holders {ns}:semh:<name>    hash: hold id -> "<n>:<token>"
+--   queue   {ns}:q:sem:<name>   list of "<hold id>#<n>", FIFO
+-- "used" may count holders whose lease is gone; sem_purge drops them, and runs
+-- only when a request does not fit, so a grant that fits is O(1).
+
+local function sem_n(entry)
+  return tonumber(string.match(entry, '#(%d+)$'))
+end
+
+local function sem_hid(entry)
+  return string.match(entry, '^([^#]+)')
+end
+
+local function sem_used(meta)
+  return tonumber(redis.call('HGET', meta, 'used') or '0')
+end
+
+-- sem_purge drops holders whose lease is gone and returns the recomputed use.
+local function sem_purge(p, meta, holders)
+  local used = 0
+  local all = redis.call('HGETALL', holders)
+  for i = 1, #all, 2 do
+    if alive(p, all[i]) then
+      used = used + tonumber(string.match(all[i + 1], '^(%d+)'))
+    else
+      redis.call('HDEL', holders, all[i])
+    end
+  end
+  redis.call('HSET', meta, 'used', used)
+  return used
+end
+
+-- sem_fits reports whether n more permits fit under the limit, purging dead
+-- holders first when that is what it takes.
+local function sem_fits(p, meta, holders, n)
+  local limit = tonumber(redis.call('HGET', meta, 'limit') or '0')
+  if sem_used(meta) + n <= limit then
+    return true
+  end
+  return sem_purge(p, meta, holders) + n <= limit
+end
+
+local function sem_grant(meta, holders, hid, n)
+  local tok = next_token(meta, 'tok')
+  redis.call('HSET', holders, hid, n .. ':' .. string.format('%.0f', tok))
+  redis.call('HINCRBY', meta, 'used', n)
+  return tok
+end
+
+-- sem_serve grants permits to the queued live waiters in order while they
+-- fit. The first one that does not fit stops the walk: a large request is
+-- never starved by smaller ones behind it.
+local function sem_serve(p, meta, holders, q, sharded, name)
+  while true do
+    local e = first_live(p, q)
+    if not e then
+      return
+    end
+    local n = sem_n(e)
+    if not sem_fits(p, meta, holders, n) then
+      return
+    end
+    redis.call('LPOP', q)
+    local hid = sem_hid(e)
+    local tok = sem_grant(meta, holders, hid, n)
+    notify(p, sharded, hid, 'g|' .. hid .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+  end
+end
+
+-- sem_held returns the token of hid's grant, or nil.
+local function sem_held(holders, hid)
+  local v = redis.call('HGET', holders, hid)
+  if v then
+    return tonumber(string.match(v, ':(%d+)$'))
+  end
+  return nil
+end
+
+-- sem_wait returns the smallest remaining lease TTL of the live holders: when
+-- the first of them could expire, so waiters re-check then.
+local function sem_wait(p, holders)
+  local wait = -1
+  for _, hid in ipairs(redis.call('HKEYS', holders)) do
+    local t = lease_pttl(p, hid)
+    if t > 0 and (wait < 0 or t < wait) then
+      wait = t
+    end
+  end
+  return wait
+end

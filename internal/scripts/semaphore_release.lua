@@ -1,0 +1,20 @@
+-- semaphore_release.lua: return the permits of a hold id, or withdraw it from
+-- the queue; then serve the waiters that now fit.
+-- KEYS[1] meta   KEYS[2] holders   KEYS[3] queue (see semaphore_lib.lua)
+-- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" for sharded pub/sub
+-- ARGV[4] name   ARGV[5] n requested
+-- Returns 1 when it was held and is released, 2 when it was only queued, 0
+-- when neither: idempotent.
+local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
+local v = redis.call('HGET', holders, hid)
+if v then
+  redis.call('HDEL', holders, hid)
+  redis.call('HINCRBY', meta, 'used', -tonumber(string.match(v, '^(%d+)')))
+  sem_serve(p, meta, holders, q, ARGV[3], ARGV[4])
+  return 1
+end
+if redis.call('LREM', q, 0, hid .. '#' .. ARGV[5]) > 0 then
+  sem_serve(p, meta, holders, q, ARGV[3], ARGV[4])
+  return 2
+end
+return 0

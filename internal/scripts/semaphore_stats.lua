@@ -1,0 +1,25 @@
+-- semaphore_stats.lua: describe a semaphore (read-only).
+-- KEYS[1] meta   KEYS[2] holders   KEYS[3] queue (see semaphore_lib.lua)
+-- ARGV[1] prefix {ns}:
+-- Returns {limit, live waiters, hid1, n1, token1, owner1, pttl1, hid2, ...}
+-- over the live holders only.
+local p = ARGV[1]
+local out = {tonumber(redis.call('HGET', KEYS[1], 'limit') or '0'), 0}
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  local hid = all[i]
+  if alive(p, hid) then
+    local n, tok = string.match(all[i + 1], '^(%d+):(%d+)$')
+    out[#out + 1] = hid
+    out[#out + 1] = tonumber(n)
+    out[#out + 1] = tonumber(tok)
+    out[#out + 1] = redis.call('HGET', p .. 's:' .. sid_of(hid), 'owner') or ''
+    out[#out + 1] = lease_pttl(p, hid)
+  end
+end
+for _, e in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+  if alive(p, e) then
+    out[2] = out[2] + 1
+  end
+end
+return out
