@@ -44,6 +44,10 @@ func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64)
 // that was claimed.
 func (h *Hold) Resource() string { return h.resource }
 
+// ID returns the hold id, unique across sessions: "<session id>.<n>".
+// Inspection tools show it.
+func (h *Hold) ID() string { return h.hid }
+
 // Token returns the fencing token of the grant: strictly increasing per
 // resource across all holders.
 func (h *Hold) Token() int64 { return h.token }

@@ -1,0 +1,225 @@
+// Package election elects one leader among the sessions campaigning for a
+// name: one active scheduler among N replicas.
+//
+// Campaign blocks until the caller leads and returns the leadership as a
+// session.Hold; candidates are served FIFO, and a resigning (Release) or
+// failing leader hands over to the next live candidate in the same script
+// call. The term number is the hold's fencing token: strictly increasing
+// across leaders, so a storage layer can reject writes of a deposed leader.
+//
+// # Guarantees and limits
+//
+// A leader's hold context is canceled before anyone else can be elected (see
+// package session for the clock assumptions). A leader that stops
+// heartbeating (crash, pause, partition) is replaced after its lease expires;
+// the next candidate is elected when its fallback re-check runs, at about
+// the old lease's expiry. Observe delivers every change it sees, always the
+// latest state, in term order; under rapid changes it may skip intermediate
+// states, never deliver an older one after a newer one.
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/session"
+)
+
+var (
+	// ErrNotLeader is returned by Proclaim when this Election does not lead.
+	ErrNotLeader = errors.New("election: not the leader")
+	// ErrNoLeader is returned by Leader when nobody leads.
+	ErrNoLeader = errors.New("election: no leader")
+	// ErrInvalidValue reports a value longer than MaxValueLen.
+	ErrInvalidValue = errors.New("election: value too long")
+)
+
+// MaxValueLen is the longest leader value accepted, in bytes.
+const MaxValueLen = 64 << 10
+
+// Leader is the leader of an election.
+type Leader struct {
+	Value   string // set by Campaign or Proclaim
+	Session string // leader session id; "" in Observe's "nobody leads"
+	Token   int64  // term number
+}
+
+// Election is a named election in a session's namespace. It is safe for
+// concurrent use; only Observe starts a goroutine, owned by the session.
+type Election struct {
+	s    *session.Session
+	name string
+
+	mu   sync.Mutex
+	hold *session.Hold // the leadership won by the last Campaign
+}
+
+// New returns election name of session s. An invalid name makes every method
+// fail with an error matching session.ErrInvalidName.
+func New(s *session.Session, name string) *Election { return &Election{s: s, name: name} }
+
+// Campaign blocks until the caller is the leader, ctx ends, or the session
+// ends, and returns the leadership. ctx bounds only the wait: leadership
+// lasts until Hold.Release (resign) or loss. value is the leader's value
+// while it leads.
+func (e *Election) Campaign(ctx context.Context, value string) (*session.Hold, error) {
+	if err := e.check(value); err != nil {
+		return nil, err
+	}
+	h, err := e.s.Claim(ctx, scripts.Resource{Kind: scripts.Election, Name: e.name, Value: value}, true)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.hold = h
+	e.mu.Unlock()
+	return h, nil
+}
+
+// Proclaim changes the leader's value without an election. It fails with
+// ErrNotLeader unless this Election's last Campaign leads.
+func (e *Election) Proclaim(ctx context.Context, value string) error {
+	if err := e.check(value); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	h := e.hold
+	e.mu.Unlock()
+	if h == nil || h.Err() != nil {
+		return fmt.Errorf("election %q: %w", e.name, ErrNotLeader)
+	}
+	ok, err := e.s.Env().ElectionProclaim(ctx, e.name, h.ID(), value)
+	if err != nil {
+		return fmt.Errorf("election %q: proclaim: %w", e.name, err)
+	}
+	if !ok {
+		return fmt.Errorf("election %q: %w", e.name, ErrNotLeader)
+	}
+	return nil
+}
+
+// Leader returns the current leader, or ErrNoLeader.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	if err := e.check(""); err != nil {
+		return Leader{}, err
+	}
+	l, _, err := e.read(ctx)
+	if err != nil {
+		return Leader{}, err
+	}
+	if l.Session == "" {
+		return Leader{}, fmt.Errorf("election %q: %w", e.name, ErrNoLeader)
+	}
+	return l, nil
+}
+
+func (e *Election) read(ctx context.Context) (Leader, time.Duration, error) {
+	st, err := e.s.Env().ElectionLeader(ctx, e.name)
+	if err != nil {
+		return Leader{}, 0, fmt.Errorf("election %q: leader: %w", e.name, err)
+	}
+	if st.HoldID == "" {
+		return Leader{}, 0, nil
+	}
+	sid, _, _ := strings.Cut(st.HoldID, ".")
+	return Leader{Value: st.Value, Session: sid, Token: st.Term}, st.TTL, nil
+}
+
+// Observe returns a channel that receives the leader every time it changes,
+// starting with the current one; a zero Leader means nobody leads. The
+// channel holds one value and always ends with the latest: a slow reader
+// skips intermediate states, never gets them out of order. It is closed when
+// ctx ends or the session ends. A change is announced on pub/sub; after a
+// reconnect, and when the leader's lease could have expired, Observe re-reads
+// the state.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	out := make(chan Leader, 1)
+	if e.check("") != nil || !e.s.Go(func(sctx context.Context) {
+		defer close(out)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(sctx, cancel)()
+		e.observe(ctx, out)
+	}) {
+		close(out)
+	}
+	return out
+}
+
+func (e *Election) observe(ctx context.Context, out chan Leader) {
+	ch := e.s.Env().K.ElectionChannel(e.name)
+	msgs := make(chan string, 1)
+	var last *Leader
+	deliver := func(l Leader) {
+		if last != nil && *last == l {
+			return
+		}
+		last = &l
+		select {
+		case <-out: // drop the unread older value
+		default:
+		}
+		out <- l
+	}
+	retry := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		recheck := e.s.Recheck()
+		stop, err := e.s.Watch(ctx, ch, msgs)
+		if err != nil {
+			if !sleep(ctx, retry) {
+				return
+			}
+			retry = min(2*retry, time.Second)
+			continue
+		}
+		retry = 100 * time.Millisecond
+		// Read after subscribing: no change can fall in between.
+		for alive := true; alive; {
+			l, ttl, err := e.read(ctx)
+			next := time.Second
+			if err == nil {
+				deliver(l)
+				if ttl > 0 {
+					next = ttl + 5*time.Millisecond
+				}
+			}
+			t := time.NewTimer(next)
+			select {
+			case <-msgs:
+			case <-t.C:
+			case <-recheck:
+				alive = false
+			case <-ctx.Done():
+				alive = false
+			}
+			t.Stop()
+		}
+		stop()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (e *Election) check(value string) error {
+	if err := session.CheckName(e.name); err != nil {
+		return fmt.Errorf("election %q: %w", e.name, err)
+	}
+	if len(value) > MaxValueLen {
+		return fmt.Errorf("election %q: %w", e.name, ErrInvalidValue)
+	}
+	return e.s.Err()
+}

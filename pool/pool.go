@@ -1,0 +1,174 @@
+// Package pool assigns named resources (shards, GPU slots, API accounts) to
+// workers: a pool is a set of member keys, and a hold claims one of them.
+//
+// Acquire claims any free member, the least recently released first (so use
+// spreads over the members), and waits FIFO when all are taken; AcquireKey
+// claims one named member. A release hands the member directly to the first
+// waiter that wants it, in the same script call, and notifies it.
+//
+// # Guarantees and limits
+//
+// No member is ever held by two holds at once: a hold's context is canceled
+// before its member can be granted to anyone else (see package session for
+// the clock assumptions). Members of a crashed holder come back when its
+// lease expires. Removing a held member ends that hold with an error matching
+// session.ErrLost: at once when its session's notification connection is up,
+// else within one heartbeat interval — in that window only the fencing token
+// (strictly increasing per member) protects against the old holder.
+// Acquire costs O(log members + holding sessions), not O(members).
+// LockDelay does not apply to pools.
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/session"
+)
+
+var (
+	// ErrExhausted is returned by TryAcquire when no member is free.
+	ErrExhausted = errors.New("pool: no free member")
+	// ErrNotMember reports a key that is not a member of the pool.
+	ErrNotMember = scripts.ErrNotMember
+	// ErrNoKeys reports an empty key list.
+	ErrNoKeys = errors.New("pool: no keys given")
+)
+
+// Pool is a named pool in a session's namespace. It starts no goroutines and
+// is safe for concurrent use.
+type Pool struct {
+	s    *session.Session
+	name string
+}
+
+// New returns pool name of session s. An invalid name makes every method fail
+// with an error matching session.ErrInvalidName.
+func New(s *session.Session, name string) *Pool { return &Pool{s: s, name: name} }
+
+// Add adds members. New members are free and first in line; members already
+// in the pool are left as they are. Waiters are served at once.
+func (p *Pool) Add(ctx context.Context, keys ...string) error {
+	return p.change(ctx, "add", keys)
+}
+
+// Remove removes members. If any key is not a member, nothing changes and
+// the error matches ErrNotMember. A held member's hold ends with an error
+// matching session.ErrLost.
+func (p *Pool) Remove(ctx context.Context, keys ...string) error {
+	return p.change(ctx, "remove", keys)
+}
+
+// Replace makes the pool's members exactly keys: members not in keys are
+// removed as by Remove, new keys are added as by Add.
+func (p *Pool) Replace(ctx context.Context, keys ...string) error {
+	return p.change(ctx, "replace", keys)
+}
+
+func (p *Pool) change(ctx context.Context, op string, keys []string) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return fmt.Errorf("pool %q: %s: %w", p.name, op, ErrNoKeys)
+	}
+	for _, k := range keys {
+		if err := session.CheckName(k); err != nil {
+			return fmt.Errorf("pool %q: %s key %q: %w", p.name, op, k, err)
+		}
+	}
+	if _, _, err := p.s.Env().PoolChange(ctx, p.name, op, keys); err != nil {
+		return fmt.Errorf("pool %q: %s: %w", p.name, op, err)
+	}
+	return nil
+}
+
+// Members returns the pool's members, sorted.
+func (p *Pool) Members(ctx context.Context) ([]string, error) {
+	st, err := p.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Members, nil
+}
+
+// Acquire claims any free member (the least recently released first),
+// blocking until one is free, ctx ends, or the session ends. ctx bounds only
+// the wait. Hold.Resource() is the claimed member.
+func (p *Pool) Acquire(ctx context.Context) (*session.Hold, error) {
+	return p.claim(ctx, "", true)
+}
+
+// TryAcquire claims any free member, or returns ErrExhausted at once.
+func (p *Pool) TryAcquire(ctx context.Context) (*session.Hold, error) {
+	h, err := p.claim(ctx, "", false)
+	if errors.Is(err, scripts.ErrBusy) {
+		return nil, ErrExhausted
+	}
+	return h, err
+}
+
+// AcquireKey claims member key, blocking until it is free, ctx ends, or the
+// session ends. It fails with an error matching ErrNotMember if key is not a
+// member, also when key is removed while waiting.
+func (p *Pool) AcquireKey(ctx context.Context, key string) (*session.Hold, error) {
+	if err := session.CheckName(key); err != nil {
+		return nil, fmt.Errorf("pool %q: key %q: %w", p.name, key, err)
+	}
+	return p.claim(ctx, key, true)
+}
+
+func (p *Pool) claim(ctx context.Context, key string, wait bool) (*session.Hold, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	return p.s.Claim(ctx, scripts.Resource{Kind: scripts.Pool, Name: p.name, Key: key}, wait)
+}
+
+// Holder is the holder of one member.
+type Holder struct {
+	Key     string
+	Session string // holder session id
+	Owner   string // holder session's Options.Owner
+	Token   int64
+}
+
+// Stats describes a pool.
+type Stats struct {
+	Members []string // sorted
+	Held    []Holder // sorted by key
+	Free    int
+	Waiters int // live requests waiting
+}
+
+// Stats reads the pool's state in one round trip.
+func (p *Pool) Stats(ctx context.Context) (Stats, error) {
+	if err := session.CheckName(p.name); err != nil {
+		return Stats{}, fmt.Errorf("pool %q: %w", p.name, err)
+	}
+	st, err := p.s.Env().PoolStats(ctx, p.name)
+	if err != nil {
+		return Stats{}, fmt.Errorf("pool %q: stats: %w", p.name, err)
+	}
+	out := Stats{Free: len(st.Free), Waiters: st.Waiters}
+	out.Members = append(out.Members, st.Free...)
+	for _, h := range st.Held {
+		sid, _, _ := strings.Cut(h.HoldID, ".")
+		out.Held = append(out.Held, Holder{Key: h.Key, Session: sid, Owner: h.Owner, Token: h.Token})
+		out.Members = append(out.Members, h.Key)
+	}
+	slices.Sort(out.Members)
+	slices.SortFunc(out.Held, func(a, b Holder) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+func (p *Pool) check() error {
+	if err := session.CheckName(p.name); err != nil {
+		return fmt.Errorf("pool %q: %w", p.name, err)
+	}
+	return p.s.Err()
+}

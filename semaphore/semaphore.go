@@ -1,0 +1,154 @@
+// Package semaphore provides a weighted counting semaphore shared by every
+// session of a namespace: at most Limit permits are held at once, across all
+// processes.
+//
+// Acquire waits FIFO, like golang.org/x/sync/semaphore but across processes:
+// a large request at the head of the queue is not starved by smaller ones
+// behind it. A release hands permits directly to the waiters that now fit, in
+// the same script call, and notifies them.
+//
+// # Guarantees and limits
+//
+// Permits are held by sessions: a holder that crashes gives its permits back
+// when its lease expires (within the TTL), with no operator action and no
+// Release — the classic leak of TTL-less Redis semaphores cannot happen. Each
+// hold's context is canceled before its permits can be granted to anyone else
+// (see package session for the clock assumptions). Every grant carries a
+// fencing token, strictly increasing per semaphore.
+//
+// The limit lives in Redis. The first user stores it; a client passing a
+// different limit gets ErrLimitMismatch, so two deployments that disagree
+// notice instead of silently using two limits. SetLimit changes it on
+// purpose: shrinking never revokes current holders, new grants wait until
+// use drops below the new limit. LockDelay does not apply to semaphores.
+package semaphore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/session"
+)
+
+var (
+	// ErrNoPermits is returned by TryAcquire when the permits are not free now.
+	ErrNoPermits = errors.New("semaphore: not enough free permits")
+	// ErrLimitMismatch reports that Redis stores another limit for the
+	// semaphore than this client's; nothing was changed.
+	ErrLimitMismatch = scripts.ErrLimitMismatch
+	// ErrInvalidLimit reports a limit <= 0.
+	ErrInvalidLimit = errors.New("semaphore: limit must be > 0")
+	// ErrInvalidWeight reports n <= 0 or n > limit.
+	ErrInvalidWeight = errors.New("semaphore: weight must be > 0 and <= limit")
+)
+
+// Semaphore is a named semaphore in a session's namespace. It starts no
+// goroutines and is safe for concurrent use.
+type Semaphore struct {
+	s     *session.Session
+	name  string
+	limit atomic.Int64
+}
+
+// New returns semaphore name of session s with the given limit. Invalid
+// names or limits make every method fail with an error matching
+// session.ErrInvalidName or ErrInvalidLimit.
+func New(s *session.Session, name string, limit int64) *Semaphore {
+	sem := &Semaphore{s: s, name: name}
+	sem.limit.Store(limit)
+	return sem
+}
+
+// Acquire blocks until n permits are granted, ctx ends, or the session ends.
+// ctx bounds only the wait: the permits are held until Release or loss.
+// Requests are served in arrival order. On failure nothing is held; the
+// error matches ErrInvalidWeight, ErrLimitMismatch, ctx's cause,
+// session.ErrLeaseLost or session.ErrClosed, or is the Redis error.
+func (sem *Semaphore) Acquire(ctx context.Context, n int64) (*session.Hold, error) {
+	return sem.claim(ctx, n, true)
+}
+
+// TryAcquire acquires n permits if they are free now and nobody waits
+// before, else returns ErrNoPermits at once. ctx bounds the one round trip.
+func (sem *Semaphore) TryAcquire(ctx context.Context, n int64) (*session.Hold, error) {
+	h, err := sem.claim(ctx, n, false)
+	if errors.Is(err, scripts.ErrBusy) {
+		return nil, ErrNoPermits
+	}
+	return h, err
+}
+
+func (sem *Semaphore) claim(ctx context.Context, n int64, wait bool) (*session.Hold, error) {
+	limit := sem.limit.Load()
+	if err := sem.check(limit); err != nil {
+		return nil, err
+	}
+	if n <= 0 || n > limit {
+		return nil, fmt.Errorf("semaphore %q: n=%d, limit=%d: %w", sem.name, n, limit, ErrInvalidWeight)
+	}
+	return sem.s.Claim(ctx, scripts.Resource{Kind: scripts.Semaphore, Name: sem.name, N: n, Limit: limit}, wait)
+}
+
+// SetLimit stores a new limit in Redis, for every client of the semaphore,
+// and makes it this Semaphore's limit. Current holders keep their permits;
+// waiters that now fit are served at once.
+func (sem *Semaphore) SetLimit(ctx context.Context, limit int64) error {
+	if err := sem.check(limit); err != nil {
+		return err
+	}
+	if _, err := sem.s.Env().SemaphoreSetLimit(ctx, sem.name, limit); err != nil {
+		return fmt.Errorf("semaphore %q: set limit: %w", sem.name, err)
+	}
+	sem.limit.Store(limit)
+	return nil
+}
+
+// Holder is one live holder of a semaphore.
+type Holder struct {
+	Session string        // holder session id
+	Owner   string        // holder session's Options.Owner
+	N       int64         // permits held
+	Token   int64         // fencing token of the grant
+	TTL     time.Duration // holder lease's remaining TTL
+}
+
+// Stats describes a semaphore.
+type Stats struct {
+	Limit   int64 // stored limit (0 when never used)
+	InUse   int64 // permits held by live holders
+	Holders []Holder
+	Waiters int // live requests waiting
+}
+
+// Stats reads the semaphore's state in one round trip.
+func (sem *Semaphore) Stats(ctx context.Context) (Stats, error) {
+	if err := session.CheckName(sem.name); err != nil {
+		return Stats{}, fmt.Errorf("semaphore %q: %w", sem.name, err)
+	}
+	st, err := sem.s.Env().SemaphoreStats(ctx, sem.name)
+	if err != nil {
+		return Stats{}, fmt.Errorf("semaphore %q: stats: %w", sem.name, err)
+	}
+	out := Stats{Limit: st.Limit, Waiters: st.Waiters}
+	for _, h := range st.Holders {
+		sid, _, _ := strings.Cut(h.HoldID, ".")
+		out.Holders = append(out.Holders, Holder{Session: sid, Owner: h.Owner, N: h.N, Token: h.Token, TTL: h.TTL})
+		out.InUse += h.N
+	}
+	return out, nil
+}
+
+func (sem *Semaphore) check(limit int64) error {
+	if err := session.CheckName(sem.name); err != nil {
+		return fmt.Errorf("semaphore %q: %w", sem.name, err)
+	}
+	if limit <= 0 {
+		return fmt.Errorf("semaphore %q: limit %d: %w", sem.name, limit, ErrInvalidLimit)
+	}
+	return sem.s.Err()
+}
