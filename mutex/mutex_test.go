@@ -372,3 +372,41 @@ func TestInvalidNames(t *testing.T) {
 		t.Fatalf("DBSIZE %d → %d (%v): invalid input changed Redis", before, after, err)
 	}
 }
+
+// TestLockDelay: a mutex whose holder was lost (its lease vanished, no
+// Release) stays unavailable for the holder's LockDelay once that is noticed.
+func TestLockDelay(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	const delay = 400 * time.Millisecond
+	a := testutil.Dial(t, addr, ns, session.Options{TTL: 3 * time.Second, LockDelay: delay})
+	b := testutil.Dial(t, addr, ns, session.Options{TTL: 3 * time.Second})
+	probe := testutil.Client(t, addr)
+	if _, err := mutex.New(a, "ld").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := probe.Do(ctx, probe.B().Del().Key("{"+ns+"}:s:"+a.ID()).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := mutex.New(b, "ld").TryLock(ctx); !errors.Is(err, mutex.ErrLocked) {
+		t.Fatalf("TryLock right after the holder was lost: %v, want ErrLocked (lock delay)", err)
+	}
+	h, err := mutex.New(b, "ld").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < delay-2*time.Millisecond {
+		t.Fatalf("granted %v after the loss was noticed; lock delay is %v", waited, delay)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Release (not loss) imposes no delay.
+	h2, err := mutex.New(b, "ld").TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock after a Release: %v", err)
+	}
+	_ = h2.Release(ctx)
+}

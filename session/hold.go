@@ -40,6 +40,14 @@ func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64)
 	return h
 }
 
+// describe names the resource for messages: `mutex "m"`, `pool "p" member "k"`.
+func (h *Hold) describe() string {
+	if h.res.Kind == scripts.Pool {
+		return fmt.Sprintf("%s %q member %q", h.res.Kind, h.res.Name, h.resource)
+	}
+	return fmt.Sprintf("%s %q", h.res.Kind, h.res.Name)
+}
+
 // Resource returns what is held: the mutex or election name, or the pool key
 // that was claimed.
 func (h *Hold) Resource() string { return h.resource }
@@ -90,7 +98,7 @@ func (h *Hold) Release(ctx context.Context) error {
 	case errors.Is(cause, ErrClosed):
 		return nil
 	case !errors.Is(cause, ErrReleased):
-		return fmt.Errorf("session: release %s %q: %w", h.res.Kind, h.resource, cause)
+		return fmt.Errorf("session: release %s: %w", h.describe(), cause)
 	}
 	opctx, cancel := context.WithTimeout(ctx, h.s.opt.TTL)
 	defer cancel()
@@ -98,12 +106,12 @@ func (h *Hold) Release(ctx context.Context) error {
 	if err != nil {
 		h.unsure = true
 		h.s.post(func(l *loop) { l.release(pendingRelease{r: h.res, hid: h.hid}) })
-		return fmt.Errorf("session: release %s %q: %w", h.res.Kind, h.resource, err)
+		return fmt.Errorf("session: release %s: %w", h.describe(), err)
 	}
 	h.released = true
 	if r == scripts.NotFound && !h.unsure {
 		// Taken away on the server before the session heard of it.
-		return fmt.Errorf("session: release %s %q: %w: it was no longer held", h.res.Kind, h.resource, ErrLost)
+		return fmt.Errorf("session: release %s: %w: it was no longer held", h.describe(), ErrLost)
 	}
 	return nil
 }

@@ -186,8 +186,12 @@ func (l *loop) revoke(id string) {
 		return
 	}
 	delete(l.holds, id)
-	h.cancel(fmt.Errorf("%w: %s %q was taken away (reset or removed)", ErrLost, h.res.Kind, h.resource))
+	h.cancel(takenAway(h))
 	l.s.opt.Logger.Warn("hold lost", "session", l.s.id, "kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
+}
+
+func takenAway(h *Hold) error {
+	return fmt.Errorf("%w: %s was taken away (reset, or removed from its pool)", ErrLost, h.describe())
 }
 
 func (l *loop) checkDeadline() {
@@ -223,7 +227,7 @@ func (l *loop) close(reply chan error) {
 func (l *loop) addHold(h *Hold) {
 	if _, ok := l.revoked[h.hid]; ok {
 		delete(l.revoked, h.hid)
-		h.cancel(fmt.Errorf("%w: %s %q was taken away (reset or removed)", ErrLost, h.res.Kind, h.resource))
+		h.cancel(takenAway(h))
 		return
 	}
 	l.holds[h.hid] = h

@@ -1,0 +1,49 @@
+// Package session provides leases on Redis and the holds that hang off them.
+//
+// A Session is one lease with a TTL, renewed by one heartbeat goroutine. The
+// mutexes, semaphore permits, pool members and election leaderships a
+// session takes (packages mutex, semaphore, pool, election) are Holds: each
+// has a fencing token and a context that is canceled when the hold ends.
+// However many holds a session has, it sends one request per heartbeat, and
+// that request costs Redis O(1): a hold is valid while its resource records
+// it and its session's lease exists.
+//
+// # Guarantees and limits
+//
+// A hold's context is canceled before anyone else can be granted the same
+// resource. The session keeps a local deadline on the monotonic clock,
+//
+//	send time of the last confirmed heartbeat + TTL*0.99 - 5ms
+//
+// and a timer cancels the session and every hold at that deadline unless a
+// newer heartbeat was confirmed. The server starts the lease's TTL when it
+// receives the heartbeat, which is after the client sent it, so the lease
+// outlives the deadline. This holds as long as:
+//
+//   - the client's and the server's clocks run at rates within 1% of each
+//     other (their absolute values do not matter: only durations are used);
+//   - Redis does not lose the lease's last renewal or a grant (a restart
+//     without persistence, or a failover to a replica that had not received
+//     them, can; restart detection and ReplicaAck are planned);
+//   - the process is not paused between checking a context and acting on the
+//     resource. No lock service can rule that out: pass Hold.Token to
+//     whatever you write to, and let it reject tokens older than the newest
+//     it has seen.
+//
+// A hold can end at any moment: when heartbeats cannot be confirmed in time
+// (Redis down, slow or unreachable), when an operator resets it, when its
+// pool member is removed, when the session is closed. Watch Hold.Context or
+// Hold.Done and stop using the resource when it ends; context.Cause tells
+// why (ErrReleased, ErrClosed, or an error matching ErrLost; ErrLeaseLost
+// when the whole session was lost).
+//
+// A session that lost its lease stays ended: Err reports why, and a new
+// session (new id, new lease) is needed. Holds taken away from a live session
+// end alone, with ErrLost, when the next heartbeat reports them (at once when
+// the session has a notification connection open).
+//
+// Every Redis call a session makes is bounded: by the caller's context, by
+// the local deadline, and by the session's end. Close releases every hold in
+// Redis (handing each to its next waiter), deletes the lease and waits for
+// the session's goroutines.
+package session
