@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -276,6 +277,11 @@ func releaseAll(ctx context.Context, env scripts.Env, ps []pendingRelease) []err
 // Close.
 func (l *loop) shutdown() {
 	s := l.s
+	// One cutoff bounds all of it: Close takes at most about one TTL even
+	// when Redis hangs. Helpers in flight end by the local deadline, which
+	// is never later than the cutoff.
+	ctx, cancel := context.WithTimeout(context.Background(), s.opt.TTL)
+	defer cancel()
 	l.beatTimer.Stop()
 	l.deadlineTimer.Stop()
 	l.stopBg()
@@ -302,10 +308,8 @@ func (l *loop) shutdown() {
 	for id, h := range l.holds {
 		ps = append(ps, pendingRelease{r: h.res, hid: id})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.opt.TTL)
-	defer cancel()
 	var err error
-	if len(ps) > 0 {
+	if len(ps) > 0 && ctx.Err() == nil {
 		for _, e := range releaseAll(ctx, s.env, ps) {
 			if e != nil {
 				err = e
@@ -313,7 +317,9 @@ func (l *loop) shutdown() {
 			}
 		}
 	}
-	if e := s.env.CloseLease(ctx, s.id); e != nil && err == nil {
+	if ctx.Err() != nil { // rueidis may still block on a reconnect with an expired ctx
+		err = cmp.Or(err, ctx.Err())
+	} else if e := s.env.CloseLease(ctx, s.id); e != nil && err == nil {
 		err = e
 	}
 	if err != nil {

@@ -117,3 +117,10 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	return o, nil
 }
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o.Logger
+}

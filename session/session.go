@@ -121,7 +121,13 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 	for range 3 { // a taken id is astronomically unlikely; retry anyway
 		s.id = newID()
 		sent := clk.Now()
-		ok, err := s.env.OpenLease(ctx, s.id, o.Owner, o.TTL, o.LockDelay)
+		// A grant confirmed after its own deadline would be a lost session.
+		octx, cancel := context.WithDeadline(ctx, clock.Deadline(sent, o.TTL))
+		ok, err := s.env.OpenLease(octx, s.id, o.Owner, o.TTL, o.LockDelay)
+		cancel()
+		if err == nil && ok && !clk.Now().Before(clock.Deadline(sent, o.TTL)) {
+			err = errors.New("lease confirmed after its deadline")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("session: open lease: %w", err)
 		}

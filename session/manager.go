@@ -1,0 +1,141 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/redis/rueidis"
+)
+
+// Manager supervises sessions on one client: it hands out the live session,
+// and opens a new one after a loss, retrying while Redis is down. It is safe
+// for concurrent use.
+type Manager struct {
+	c rueidis.Client
+	o Options
+
+	lock chan struct{} // held while a session is being opened
+
+	mu     sync.Mutex
+	cur    *Session
+	closed bool
+}
+
+// ErrManagerClosed is returned by a Manager's methods after Close.
+var ErrManagerClosed = errors.New("session: manager closed")
+
+// NewManager returns a Manager that opens sessions with options o on client
+// c, which the caller owns and keeps open until after Close. Invalid options
+// are reported by Session and Run.
+func NewManager(c rueidis.Client, o Options) *Manager {
+	return &Manager{c: c, o: o, lock: make(chan struct{}, 1)}
+}
+
+// Session returns the live session, opening a new one if there is none or
+// the last one ended. While Redis cannot be reached it retries with
+// exponential backoff until ctx ends. Invalid options return an error
+// matching ErrInvalidOptions at once.
+func (m *Manager) Session(ctx context.Context) (*Session, error) {
+	if s, err := m.current(); s != nil || err != nil {
+		return s, err
+	}
+	select {
+	case m.lock <- struct{}{}:
+		defer func() { <-m.lock }()
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if s, err := m.current(); s != nil || err != nil {
+		return s, err
+	}
+	if _, err := m.o.withDefaults(); err != nil {
+		return nil, err
+	}
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 50 * time.Millisecond
+	bo.MaxInterval = 2 * time.Second
+	s, err := backoff.Retry(ctx, func() (*Session, error) {
+		actx, cancel := context.WithTimeout(ctx, max(m.o.TTL, time.Second))
+		defer cancel()
+		s, err := New(actx, m.c, m.o)
+		if err != nil {
+			m.o.logger().Warn("opening a session failed; retrying", "err", err)
+		}
+		return s, err
+	}, backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(0))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		s.Close()
+		return nil, ErrManagerClosed
+	}
+	m.cur = s
+	return s, nil
+}
+
+func (m *Manager) current() (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrManagerClosed
+	}
+	if m.cur != nil && m.cur.Err() == nil {
+		return m.cur, nil
+	}
+	if m.cur != nil {
+		_ = m.cur.Close() // ended: release what is left, wait for its goroutines
+		m.cur = nil
+	}
+	return nil, nil
+}
+
+// Run runs fn with the live session and a context canceled when ctx ends or
+// the session ends. When fn returns after the session's lease was lost, Run
+// runs fn again on a new session; otherwise it returns fn's result. It also
+// returns when ctx ends (with ctx's cause), or when no session can be opened
+// (invalid options, Close).
+func (m *Manager) Run(ctx context.Context, fn func(ctx context.Context, s *Session) error) error {
+	for {
+		s, err := m.Session(ctx)
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithCancelCause(ctx)
+		stop := context.AfterFunc(s.Context(), func() { cancel(context.Cause(s.Context())) })
+		err = fn(rctx, s)
+		stop()
+		cancel(nil)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if !errors.Is(s.Err(), ErrLost) {
+			return err
+		}
+		m.o.logger().Warn("session lost; running again on a new session", "session", s.ID(), "cause", s.Err(), "fn_err", err)
+	}
+}
+
+// Close closes the current session and makes every later call fail with
+// ErrManagerClosed. It waits for the session's goroutines.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	s := m.cur
+	m.cur, m.closed = nil, true
+	m.mu.Unlock()
+	if s != nil {
+		if err := s.Close(); err != nil {
+			return fmt.Errorf("session: manager close: %w", err)
+		}
+	}
+	return nil
+}
