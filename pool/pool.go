@@ -15,7 +15,9 @@
 // session.ErrLost: at once when its session's notification connection is up,
 // else within one heartbeat interval — in that window only the fencing token
 // (strictly increasing per member) protects against the old holder.
-// Acquire costs O(log members + holding sessions), not O(members).
+// Acquire and Release cost O(log members + holding sessions + queued
+// requests) on the server, not O(members), however many members one session
+// holds.
 // LockDelay does not apply to pools.
 package pool
 
@@ -145,10 +147,12 @@ type Stats struct {
 	Waiters int // live requests waiting
 }
 
-// Stats reads the pool's state in one round trip.
+// Stats reads the pool's state in one round trip. Members held by a session
+// whose lease is gone count as free. Like every method, it fails with
+// session.ErrClosed (or the cause of the lease loss) once the session ended.
 func (p *Pool) Stats(ctx context.Context) (Stats, error) {
-	if err := session.CheckName(p.name); err != nil {
-		return Stats{}, fmt.Errorf("pool %q: %w", p.name, err)
+	if err := p.check(); err != nil {
+		return Stats{}, err
 	}
 	st, err := p.s.Env().PoolStats(ctx, p.name)
 	if err != nil {

@@ -7,7 +7,8 @@
 -- ARGV[7] member wanted, "" for any
 -- Returns {1, token, member} when granted (idempotent per hold id); {0, wait
 -- ms, position or -1} when not; {-1} when the caller's lease is gone; {-3}
--- when the member wanted is not in the pool.
+-- when the member wanted is not in the pool (the caller's queue entry for it,
+-- if any, is dropped).
 local p, hid, q, b, want = ARGV[1], ARGV[2], KEYS[1], ARGV[6], ARGV[7]
 if not alive(p, hid) then
   return {-1}
@@ -17,6 +18,8 @@ if k then
   return {1, tonumber(redis.call('HGET', b .. 't', k)), k}
 end
 if want ~= '' and not pool_is_member(b, want) then
+  -- A waiter whose member was removed leaves the queue as it fails.
+  redis.call('LREM', q, 0, hid .. '@' .. want)
   return {-3}
 end
 pool_serve(p, b, q, ARGV[4], ARGV[5])

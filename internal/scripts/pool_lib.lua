@@ -1,20 +1,37 @@
 -- pool_lib.lua: helpers for the pool scripts, prepended after common.lua.
 -- A pool is these keys (b = "{ns}:pool:<name>:"):
---   free   b.."f"        zset: free member -> time (ms) it became free; the
---                        lowest score is the least recently released
+--   free   b.."f"        zset: free member -> release order: 0 for members
+--                        never used, else max(server time in µs, highest score
+--                        + 1), so the lowest score is the least recently
+--                        released even among releases within one millisecond
 --   held   b.."h"        hash: held member -> hold id
 --   tok    b.."t"        hash: member -> last token (kept while not a member)
 --   sess   b.."s"        hash: session id -> number of members it holds
---   per session b.."k:"..sid   set of the members that session holds
+--   per session b.."i:"..sid   hash: hold id -> the member it holds, so that
+--                        finding a hold's member is O(1) however many the
+--                        session holds
 --   queue  {ns}:q:pool:<name>   list of "<hold id>" (any member) or
 --                        "<hold id>@<member>" (that member), FIFO
 -- Members held by a session whose lease is gone are reaped (back to free)
 -- when a request finds nothing free: the cost is O(holding sessions), not
 -- O(members).
+-- The per-session hashes are not passed in KEYS (their names depend on the
+-- holders): like every key here they carry the namespace hash tag, so they
+-- live in the same cluster slot.
 
 local function pool_free_one(b)
   local k = redis.call('ZRANGE', b .. 'f', 0, 0)
   return k[1]
+end
+
+-- pool_mark_free makes key free as the most recently released member.
+local function pool_mark_free(b, key)
+  local score = now_us()
+  local top = redis.call('ZRANGE', b .. 'f', -1, -1, 'WITHSCORES')
+  if top[2] then
+    score = math.max(score, tonumber(top[2]) + 1)
+  end
+  redis.call('ZADD', b .. 'f', string.format('%.0f', score), key)
 end
 
 local function pool_is_free(b, key)
@@ -30,7 +47,7 @@ local function pool_grant(b, key, hid)
   redis.call('ZREM', b .. 'f', key)
   redis.call('HSET', b .. 'h', key, hid)
   redis.call('HINCRBY', b .. 's', sid, 1)
-  redis.call('SADD', b .. 'k:' .. sid, key)
+  redis.call('HSET', b .. 'i:' .. sid, hid, key)
   local last = tonumber(redis.call('HGET', b .. 't', key) or '0')
   local tok = math.max(last + 1, now_us())
   redis.call('HSET', b .. 't', key, string.format('%.0f', tok))
@@ -41,7 +58,7 @@ end
 local function pool_unhold(b, key, hid)
   local sid = sid_of(hid)
   redis.call('HDEL', b .. 'h', key)
-  redis.call('SREM', b .. 'k:' .. sid, key)
+  redis.call('HDEL', b .. 'i:' .. sid, hid)
   if redis.call('HINCRBY', b .. 's', sid, -1) <= 0 then
     redis.call('HDEL', b .. 's', sid)
   end
@@ -49,10 +66,9 @@ end
 
 -- pool_held_by returns the member hid holds, or nil.
 local function pool_held_by(b, hid)
-  for _, k in ipairs(redis.call('SMEMBERS', b .. 'k:' .. sid_of(hid))) do
-    if redis.call('HGET', b .. 'h', k) == hid then
-      return k
-    end
+  local k = redis.call('HGET', b .. 'i:' .. sid_of(hid), hid)
+  if k and redis.call('HGET', b .. 'h', k) == hid then
+    return k
   end
   return nil
 end
@@ -62,16 +78,17 @@ local function pool_reap(p, b)
   local n = 0
   for _, sid in ipairs(redis.call('HKEYS', b .. 's')) do
     if redis.call('EXISTS', p .. 's:' .. sid) == 0 then
-      local set = b .. 'k:' .. sid
-      for _, k in ipairs(redis.call('SMEMBERS', set)) do
-        local h = redis.call('HGET', b .. 'h', k)
-        if h and sid_of(h) == sid then
+      local idx = b .. 'i:' .. sid
+      local held = redis.call('HGETALL', idx)
+      for i = 1, #held, 2 do
+        local k = held[i + 1]
+        if redis.call('HGET', b .. 'h', k) == held[i] then
           redis.call('HDEL', b .. 'h', k)
-          redis.call('ZADD', b .. 'f', now_ms(), k)
+          pool_mark_free(b, k)
           n = n + 1
         end
       end
-      redis.call('DEL', set)
+      redis.call('DEL', idx)
       redis.call('HDEL', b .. 's', sid)
     end
   end

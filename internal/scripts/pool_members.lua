@@ -7,6 +7,9 @@
 -- left alone. remove: every named member must exist, else nothing changes and
 -- {-3, member} is returned; a held member's hold is taken away (its session
 -- is told). replace: the members become exactly ARGV[6..].
+-- After any change, queued waiters are served: they may take new members, and
+-- waiters for a removed member are dropped and told to re-check (they then
+-- fail with ErrNotMember).
 -- Returns {added, removed}.
 local p, q, b, op = ARGV[1], KEYS[1], ARGV[4], ARGV[5]
 local function remove(k)
@@ -32,6 +35,7 @@ if op == 'remove' then
       removed = removed + 1
     end
   end
+  pool_serve(p, b, q, ARGV[2], ARGV[3])
   return {added, removed}
 end
 if op == 'replace' then
@@ -56,7 +60,9 @@ for i = 6, #ARGV do
     added = added + 1
   end
 end
-if added > 0 then
+-- Serve waiters: new members may be wanted, and waiters for a removed
+-- member are told to re-check (they then fail with ErrNotMember).
+if added > 0 or removed > 0 then
   pool_serve(p, b, q, ARGV[2], ARGV[3])
 end
 return {added, removed}

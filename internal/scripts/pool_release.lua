@@ -8,7 +8,7 @@ local p, hid, q, b = ARGV[1], ARGV[2], KEYS[1], ARGV[6]
 local k = pool_held_by(b, hid)
 if k then
   pool_unhold(b, k, hid)
-  redis.call('ZADD', b .. 'f', now_ms(), k)
+  pool_mark_free(b, k)
   pool_serve(p, b, q, ARGV[4], ARGV[5])
   return 1
 end

@@ -1,0 +1,105 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/mutex"
+	"github.com/leasehold/leasehold/session"
+)
+
+// TestManagerRunAfterRestartEmpty: Redis restarts without its data in the
+// middle of a Run; the session is lost, and Run runs fn again on a new one.
+func TestManagerRunAfterRestartEmpty(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	c := testutil.Client(t, srv.Addr())
+	m := session.NewManager(c, session.Options{Namespace: ns, TTL: time.Second})
+	defer m.Close()
+
+	type run struct {
+		sid   string
+		token int64
+	}
+	runs := make(chan run, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(ctx, func(ctx context.Context, s *session.Session) error {
+			h, err := mutex.New(s, "job").Lock(ctx)
+			if err != nil {
+				return err
+			}
+			runs <- run{s.ID(), h.Token()}
+			select {
+			case <-h.Done():
+				return h.Err()
+			case <-ctx.Done():
+				return h.Release(context.Background())
+			}
+		})
+	}()
+	first := <-runs
+	srv.Kill()
+	srv.Restart()
+	var second run
+	select {
+	case second = <-runs:
+	case <-ctx.Done():
+		t.Fatal("fn was not run again after the restart")
+	}
+	if second.sid == first.sid {
+		t.Fatalf("fn ran again on the same session %s", first.sid)
+	}
+	if second.token <= first.token {
+		t.Fatalf("token %d after a restart-empty, before it %d: not increasing", second.token, first.token)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after ctx cancel: %v, want context.Canceled", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Session(context.Background()); !errors.Is(err, session.ErrManagerClosed) {
+		t.Fatalf("Session after Close: %v, want ErrManagerClosed", err)
+	}
+}
+
+// TestManagerSessionRetriesUntilCtx: with Redis down, Session retries until
+// its ctx ends, and succeeds once Redis is back.
+func TestManagerSessionRetriesUntilCtx(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	c := testutil.Client(t, srv.Addr())
+	m := session.NewManager(c, session.Options{Namespace: ns, TTL: time.Second})
+	defer m.Close()
+	srv.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	start := time.Now()
+	_, err := m.Session(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Session with Redis down: %v, want DeadlineExceeded", err)
+	}
+	if el := time.Since(start); el > 1500*time.Millisecond {
+		t.Fatalf("Session returned %v after a 300ms ctx", el)
+	}
+	srv.Restart()
+	s, err := m.Session(testutil.Ctx(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := m.Session(testutil.Ctx(t, 10*time.Second))
+	if err != nil || s2 != s {
+		t.Fatalf("second Session = %v, %v; want the same live session", s2, err)
+	}
+	if _, err := session.NewManager(c, session.Options{TTL: -1}).Session(context.Background()); !errors.Is(err, session.ErrInvalidOptions) {
+		t.Fatalf("invalid options: %v, want ErrInvalidOptions", err)
+	}
+}
