@@ -1,0 +1,50 @@
+package election
+
+import (
+	"context"
+	"errors"
+
+	"github.com/leasehold/leasehold/session"
+)
+
+// Run keeps a process in an election for as long as ctx lasts: it campaigns
+// on the Manager's live session, runs lead while it leads, and campaigns
+// again when the leadership is lost (also on a new session after a lease
+// loss) — the Kubernetes leaderelection pattern with a stronger loss signal:
+// lead's context is canceled before anyone else can be elected.
+//
+// lead's context is derived from the leadership hold's context, so that it is
+// canceled in the same instant as the hold; it carries none of ctx's values.
+//
+// When lead returns while still leading, Run resigns and returns lead's
+// result (nil included). It returns ctx's cause when ctx ends, and the error
+// when no session can be opened.
+func Run(ctx context.Context, m *session.Manager, name, value string, lead func(ctx context.Context) error) error {
+	return m.Run(ctx, func(ctx context.Context, s *session.Session) error {
+		e := New(s, name)
+		for {
+			h, err := e.Campaign(ctx, value)
+			if err != nil {
+				return err
+			}
+			lctx, cancel := context.WithCancelCause(h.Context())
+			stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+			err = lead(lctx)
+			stop()
+			cancel(nil)
+			lost := h.Err() != nil && errors.Is(h.Err(), session.ErrLost)
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.Options().TTL)
+			_ = h.Release(rctx) // resigning; a lost hold reports ErrLost, already known
+			rcancel()
+			switch {
+			case ctx.Err() != nil:
+				return context.Cause(ctx)
+			case !lost:
+				return err
+			case s.Err() != nil:
+				return s.Err() // the Manager runs us again on a new session
+			}
+			// Leadership taken away while the session lives: campaign again.
+		}
+	})
+}

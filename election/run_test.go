@@ -1,0 +1,83 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/session"
+)
+
+// TestRunFailsOver: two processes run election.Run; when the leader is cut
+// off from Redis its lead ctx is canceled before the other is elected, and
+// once the partition heals the old one campaigns again on a new session.
+func TestRunFailsOver(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	probe := testutil.Client(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// The checker: when a lead starts, the previous lead's context must be
+	// done already (canceled before the new leader was elected).
+	var current atomic.Pointer[context.Context]
+	var overlaps atomic.Int32
+	type term struct{ who string }
+	started := make(chan term, 8)
+	proxies := map[string]*redistest.Proxy{}
+	run := func(who string) <-chan error {
+		px := redistest.StartProxy(t, addr)
+		proxies[who] = px
+		m := session.NewManager(testutil.Client(t, px.Addr()), session.Options{Namespace: ns, TTL: time.Second})
+		t.Cleanup(func() { m.Close() })
+		done := make(chan error, 1)
+		go func() {
+			done <- election.Run(ctx, m, "leader", who, func(lctx context.Context) error {
+				if prev := current.Swap(&lctx); prev != nil && (*prev).Err() == nil {
+					overlaps.Add(1)
+				}
+				started <- term{who}
+				<-lctx.Done()
+				return nil
+			})
+		}()
+		return done
+	}
+	d1, d2 := run("one"), run("two")
+
+	first := <-started
+	proxies[first.who].Blackhole(true)
+	var second term
+	select {
+	case second = <-started:
+	case <-ctx.Done():
+		t.Fatal("no new leader after the leader's lease vanished")
+	}
+	if second.who == first.who {
+		t.Fatalf("%s led again; want the other candidate", first.who)
+	}
+	// The old leader is a candidate again, on a new session.
+	proxies[first.who].Blackhole(false)
+	e := election.New(testutil.Dial(t, addr, ns, session.Options{TTL: time.Second}), "leader")
+	waitFor(t, ctx, func() bool {
+		n, err := probe.Do(ctx, probe.B().Llen().Key("{"+ns+"}:q:el:leader").Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	if l, err := e.Leader(ctx); err != nil || l.Value != second.who {
+		t.Fatalf("Leader = %+v, %v; want %s", l, err, second.who)
+	}
+	cancel()
+	for _, d := range []<-chan error{d1, d2} {
+		if err := <-d; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run after cancel: %v, want context.Canceled", err)
+		}
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d times two leads ran at once", n)
+	}
+}
