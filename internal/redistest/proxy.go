@@ -13,12 +13,12 @@ type Proxy struct {
 	ln       net.Listener
 	upstream string
 
-	mu    sync.Mutex
-	cond  *sync.Cond
+	mu     sync.Mutex
+	cond   *sync.Cond
 	holed  bool
 	closed bool
 	conns  []net.Conn
-	wg    sync.WaitGroup
+	wg     sync.WaitGroup
 }
 
 // StartProxy listens on a free loopback port and forwards to upstream until
