@@ -32,6 +32,7 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		return nil, err
 	}
 	hid := s.newHoldID()
+	start := time.Now()
 	var note chan notice
 	if wait {
 		note = s.waiters.add(hid)
@@ -63,7 +64,7 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		}
 		switch g.Status {
 		case scripts.Granted:
-			return s.addHold(r, hid, g.Resource, g.Token)
+			return s.addHold(r, hid, g.Resource, g.Token, start, false)
 		case scripts.LeaseGone:
 			cause := fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost)
 			s.post(func(l *loop) { l.lose(cause) })
@@ -77,7 +78,7 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		case n := <-note:
 			t.Stop()
 			if n.token != 0 {
-				return s.addHold(r, hid, n.resource, n.token)
+				return s.addHold(r, hid, n.resource, n.token, start, true)
 			}
 		case <-t.C:
 		case <-recheck:
@@ -100,8 +101,9 @@ func recheckAfter(hint time.Duration) time.Duration {
 	return max(hint+minRecheck/2, minRecheck)
 }
 
-// addHold registers a granted hold with the loop.
-func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64) (*Hold, error) {
+// addHold registers a granted hold with the loop. start is when the caller
+// asked for it; handoff tells whether a releasing script handed it over.
+func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64, start time.Time, handoff bool) (*Hold, error) {
 	h := s.newHold(r, hid, resource, token)
 	if !s.call(func(l *loop) { l.addHold(h) }) {
 		h.cancel(s.Err())
@@ -109,6 +111,11 @@ func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64)
 	}
 	if err := h.Err(); err != nil {
 		return nil, err
+	}
+	if s.met != nil {
+		kind := r.Kind.String()
+		s.met.holdGranted(kind, time.Since(start), handoff)
+		context.AfterFunc(h.ctx, func() { s.met.holdEnded(kind, context.Cause(h.ctx)) })
 	}
 	return h, nil
 }

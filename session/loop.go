@@ -144,6 +144,7 @@ func (l *loop) onBeat(r beatResult) {
 	l.beating = false
 	s := l.s
 	if r.err != nil {
+		s.met.heartbeat("error", 0)
 		wait := l.backoff.NextBackOff()
 		s.opt.Logger.Warn("heartbeat failed; retrying", "session", s.id, "err", r.err,
 			"retry_in", wait, "deadline_in", l.deadline.Sub(s.clk.Now()))
@@ -151,19 +152,22 @@ func (l *loop) onBeat(r beatResult) {
 		return
 	}
 	if !r.ok {
+		s.met.heartbeat("lease_gone", 0)
 		l.lose(fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost))
 		return
 	}
 	l.backoff.Reset()
+	now := s.clk.Now()
+	s.met.heartbeat("ok", now.Sub(r.sent))
 	if d := clock.Deadline(r.sent, s.opt.TTL); d.After(l.deadline) {
 		l.deadline = d
 		s.deadline.Store(int64(d.Sub(s.base)))
-		l.deadlineTimer.Reset(d.Sub(s.clk.Now()))
+		l.deadlineTimer.Reset(d.Sub(now))
 	}
+	s.met.deadline(s.id, l.deadline.Sub(now))
 	for _, id := range r.acked {
 		delete(l.acks, id)
 	}
-	now := s.clk.Now()
 	for id, at := range l.revoked {
 		if now.Sub(at) > s.opt.TTL {
 			delete(l.revoked, id)
@@ -277,6 +281,7 @@ func releaseAll(ctx context.Context, env scripts.Env, ps []pendingRelease) []err
 // Close.
 func (l *loop) shutdown() {
 	s := l.s
+	s.met.sessionEnded(s.id, context.Cause(s.ctx))
 	// One cutoff bounds all of it: Close takes at most about one TTL even
 	// when Redis hangs. Helpers in flight end by the local deadline, which
 	// is never later than the cutoff.

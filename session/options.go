@@ -49,8 +49,10 @@ type Options struct {
 	// Logger receives lease and hold events. nil: no logs.
 	Logger *slog.Logger
 
-	// Metrics registers the session's collectors. nil: no metrics.
-	// Reserved: no collectors are registered yet.
+	// Metrics registers the leasehold_* collectors (sessions, heartbeats and
+	// their latency, time left to the deadline, holds, acquire waits,
+	// hand-offs, losses). Sessions sharing a Registerer share the collectors.
+	// nil: no metrics.
 	Metrics prometheus.Registerer
 }
 

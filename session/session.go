@@ -36,6 +36,7 @@ type Session struct {
 	cancel context.CancelCauseFunc
 
 	ownChannel string // {ns}:n:<sid>
+	met        *metrics // nil without Options.Metrics
 
 	reqs   chan func(*loop) // requests to the loop goroutine
 	exited chan struct{}    // closed by the loop goroutine when it returns
@@ -96,7 +97,12 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Session, error) {
 
 func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session, error) {
 	clk := clock.Real{}
+	met, err := newMetrics(o.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("session: metrics: %w", err)
+	}
 	s := &Session{
+		met:    met,
 		env: scripts.Env{
 			C:       c,
 			K:       scripts.NewKeys(o.Namespace),
@@ -136,6 +142,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 			s.base = sent
 			s.deadline.Store(int64(clock.Deadline(sent, o.TTL).Sub(sent)))
 			l := newLoop(s, sent)
+			met.sessionOpened()
 			go l.run()
 			o.Logger.Debug("session opened", "session", s.id, "ttl", o.TTL)
 			return s, nil
