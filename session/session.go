@@ -35,7 +35,7 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	ownChannel string // {ns}:n:<sid>
+	ownChannel string   // {ns}:n:<sid>
 	met        *metrics // nil without Options.Metrics
 
 	reqs   chan func(*loop) // requests to the loop goroutine
@@ -102,7 +102,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		return nil, fmt.Errorf("session: metrics: %w", err)
 	}
 	s := &Session{
-		met:    met,
+		met: met,
 		env: scripts.Env{
 			C:       c,
 			K:       scripts.NewKeys(o.Namespace),
