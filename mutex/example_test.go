@@ -23,8 +23,10 @@ func Example() {
 	defer mr.Close()
 	ctx := context.Background()
 
+	// A brand-new server holds nothing to protect: skip the restart grace
+	// that would otherwise delay the first grant by up to the TTL.
 	s, err := session.Dial(ctx, rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true},
-		session.Options{TTL: 5 * time.Second})
+		session.Options{TTL: 5 * time.Second, DisableRestartGrace: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package session
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ type loop struct {
 	deadlineTimer *time.Timer
 	beating       bool
 	beatDone      chan beatResult
+	reclaimDone   chan reclaimResult
 	backoff       *backoff.ExponentialBackOff
 
 	pending   []pendingRelease // releases whose outcome is unknown; retried
@@ -56,10 +58,16 @@ type loop struct {
 
 type beatResult struct {
 	sent    time.Time
-	ok      bool
+	state   int // scripts.Renewed, Gone or Reclaimable
 	revoked []string
 	acked   []string
 	err     error
+}
+
+type reclaimResult struct {
+	sent time.Time
+	lost []string
+	err  error
 }
 
 type pendingRelease struct {
@@ -82,7 +90,8 @@ func newLoop(s *Session, sent time.Time) *loop {
 		revoked:   make(map[string]time.Time),
 		acks:      make(map[string]bool),
 		deadline:  clock.Deadline(sent, s.opt.TTL),
-		beatDone:  make(chan beatResult, 1),
+		beatDone:    make(chan beatResult, 1),
+		reclaimDone: make(chan reclaimResult, 1),
 		cleanDone: make(chan []pendingRelease, 1),
 		subDone:   make(chan subResult, 1),
 	}
@@ -103,6 +112,8 @@ func (l *loop) run() {
 			f(l)
 		case r := <-l.beatDone:
 			l.onBeat(r)
+		case r := <-l.reclaimDone:
+			l.onReclaim(r)
 		case <-l.beatTimer.C:
 			l.beat()
 		case <-l.deadlineTimer.C:
@@ -135,8 +146,8 @@ func (l *loop) beat() {
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
 	l.wg.Go(func() {
 		defer cancel()
-		ok, revoked, err := s.env.Heartbeat(ctx, s.id, s.opt.TTL, acked)
-		l.beatDone <- beatResult{sent: sent, ok: ok, revoked: revoked, acked: acked, err: err}
+		state, revoked, err := s.env.Heartbeat(ctx, s.id, s.opt.TTL, acked)
+		l.beatDone <- beatResult{sent: sent, state: state, revoked: revoked, acked: acked, err: err}
 	})
 }
 
@@ -151,20 +162,20 @@ func (l *loop) onBeat(r beatResult) {
 		l.beatTimer.Reset(wait)
 		return
 	}
-	if !r.ok {
+	switch r.state {
+	case scripts.Gone:
 		s.met.heartbeat("lease_gone", 0)
 		l.lose(fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost))
+		return
+	case scripts.Reclaimable:
+		s.met.heartbeat("lease_gone", 0)
+		l.reclaim()
 		return
 	}
 	l.backoff.Reset()
 	now := s.clk.Now()
 	s.met.heartbeat("ok", now.Sub(r.sent))
-	if d := clock.Deadline(r.sent, s.opt.TTL); d.After(l.deadline) {
-		l.deadline = d
-		s.deadline.Store(int64(d.Sub(s.base)))
-		l.deadlineTimer.Reset(d.Sub(now))
-	}
-	s.met.deadline(s.id, l.deadline.Sub(now))
+	l.confirmed(r.sent, now)
 	for _, id := range r.acked {
 		delete(l.acks, id)
 	}
@@ -178,6 +189,67 @@ func (l *loop) onBeat(r beatResult) {
 	}
 	l.beatTimer.Reset(r.sent.Add(s.opt.Heartbeat).Sub(now))
 	l.clean()
+}
+
+// confirmed moves the deadline after a renewal sent at sent was confirmed.
+func (l *loop) confirmed(sent, now time.Time) {
+	s := l.s
+	if d := clock.Deadline(sent, s.opt.TTL); d.After(l.deadline) {
+		l.deadline = d
+		s.deadline.Store(int64(d.Sub(s.base)))
+		l.deadlineTimer.Reset(d.Sub(now))
+	}
+	s.met.deadline(s.id, l.deadline.Sub(now))
+}
+
+// reclaim recreates the lease and every hold after Redis lost its data,
+// while the session is still inside its local deadline (nobody else can be
+// granted anything during the restart grace). No heartbeat runs meanwhile.
+func (l *loop) reclaim() {
+	if l.exit {
+		return
+	}
+	l.beating = true
+	s := l.s
+	holds := make([]scripts.Held, 0, len(l.holds))
+	for id, h := range l.holds {
+		holds = append(holds, scripts.Held{R: h.res, HoldID: id, Token: h.token, Member: h.resource})
+	}
+	s.opt.Logger.Warn("Redis lost its data; reclaiming the lease and holds", "session", s.id, "holds", len(holds))
+	sent := s.clk.Now()
+	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
+	l.wg.Go(func() {
+		defer cancel()
+		lost, err := s.env.Reclaim(ctx, s.id, s.opt.Owner, s.opt.TTL, s.opt.LockDelay, holds)
+		l.reclaimDone <- reclaimResult{sent: sent, lost: lost, err: err}
+	})
+}
+
+func (l *loop) onReclaim(r reclaimResult) {
+	l.beating = false
+	s := l.s
+	switch {
+	case errors.Is(r.err, scripts.ErrNotReclaimable):
+		l.lose(fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost))
+		return
+	case r.err != nil:
+		wait := l.backoff.NextBackOff()
+		s.opt.Logger.Warn("reclaim failed; retrying", "session", s.id, "err", r.err, "retry_in", wait)
+		l.beatTimer.Reset(wait)
+		return
+	}
+	l.backoff.Reset()
+	now := s.clk.Now()
+	l.confirmed(r.sent, now)
+	for _, id := range r.lost {
+		if h, ok := l.holds[id]; ok {
+			delete(l.holds, id)
+			h.cancel(fmt.Errorf("%w: %s could not be reclaimed after Redis lost its data", ErrLost, h.describe()))
+		}
+	}
+	s.met.reclaimed(len(l.holds), len(r.lost))
+	s.opt.Logger.Warn("reclaimed after Redis lost its data", "session", s.id, "reclaimed", len(l.holds), "lost", len(r.lost))
+	l.beatTimer.Reset(r.sent.Add(s.opt.Heartbeat).Sub(now))
 }
 
 // revoke ends hold id with ErrLost: the server says it was taken away.

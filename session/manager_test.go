@@ -13,12 +13,13 @@ import (
 )
 
 // TestManagerRunAfterRestartEmpty: Redis restarts without its data in the
-// middle of a Run; the session is lost, and Run runs fn again on a new one.
+// middle of a Run; with the restart grace off the session is lost (nothing
+// can be reclaimed), and Run runs fn again on a new one.
 func TestManagerRunAfterRestartEmpty(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)
 	c := testutil.Client(t, srv.Addr())
-	m := session.NewManager(c, session.Options{Namespace: ns, TTL: time.Second})
+	m := session.NewManager(c, session.Options{Namespace: ns, TTL: time.Second, DisableRestartGrace: true})
 	defer m.Close()
 
 	type run struct {

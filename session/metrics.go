@@ -18,7 +18,8 @@ type metrics struct {
 	holds        *prometheus.GaugeVec     // kind
 	acquireWait  *prometheus.HistogramVec // kind
 	handoffs     *prometheus.CounterVec   // kind
-	lost         *prometheus.CounterVec   // kind, cause: lease_lost, taken_away
+	lost         *prometheus.CounterVec   // kind, cause: lease_lost, taken_away, not_reclaimed
+	reclaims     *prometheus.CounterVec   // result: reclaimed, lost (holds)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -56,6 +57,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_holds_lost_total", Help: "Holds that ended without Release, by kind and cause.",
 		}, []string{"kind", "cause"}),
+		reclaims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_reclaimed_holds_total",
+			Help: "Holds recreated (reclaimed) or not (lost) after Redis lost its data.",
+		}, []string{"result"}),
 	}
 	// Sessions sharing a registry share the collectors.
 	var err error
@@ -68,6 +73,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.acquireWait = register(reg, m.acquireWait, &err)
 	m.handoffs = register(reg, m.handoffs, &err)
 	m.lost = register(reg, m.lost, &err)
+	m.reclaims = register(reg, m.reclaims, &err)
 	if err != nil {
 		return nil, err
 	}
@@ -147,5 +153,12 @@ func (m *metrics) holdEnded(kind string, cause error) {
 		m.lost.WithLabelValues(kind, "lease_lost").Inc()
 	case errors.Is(cause, ErrLost):
 		m.lost.WithLabelValues(kind, "taken_away").Inc()
+	}
+}
+
+func (m *metrics) reclaimed(kept, lost int) {
+	if m != nil {
+		m.reclaims.WithLabelValues("reclaimed").Add(float64(kept))
+		m.reclaims.WithLabelValues("lost").Add(float64(lost))
 	}
 }

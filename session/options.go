@@ -33,10 +33,16 @@ type Options struct {
 	// paused old holder time to notice. Default 0; Reset does not apply it.
 	LockDelay time.Duration
 
-	// RestartGrace is how long grants are refused after Redis lost its data.
-	// Default TTL. Reserved: restart detection is not implemented yet.
+	// RestartGrace is how long after a Redis process start grants are
+	// refused when the namespace's data was lost (restart without
+	// persistence, flush): sessions still inside their deadline reclaim their
+	// lease and holds meanwhile. A server that has been up longer than the
+	// grace when the loss is noticed imposes no wait. Default TTL; it must not
+	// be shorter than the TTL.
 	RestartGrace time.Duration
-	// DisableRestartGrace turns the restart grace off. Reserved, see RestartGrace.
+	// DisableRestartGrace turns the restart grace off: after a data loss,
+	// grants resume at once and sessions cannot reclaim (they are lost). Only
+	// safe when no holder could outlive the loss.
 	DisableRestartGrace bool
 
 	// ReplicaAck is the number of replicas that must acknowledge grants and
@@ -101,6 +107,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RestartGrace == 0 {
 		o.RestartGrace = o.TTL
+	}
+	if o.RestartGrace < o.TTL && !o.DisableRestartGrace {
+		return bad("RestartGrace %v shorter than the TTL %v would let a grant overlap an unreclaimed hold", o.RestartGrace, o.TTL)
+	}
+	if o.DisableRestartGrace {
+		o.RestartGrace = 0
 	}
 	if o.ReplicaAck < 0 {
 		return bad("negative ReplicaAck %d", o.ReplicaAck)

@@ -92,6 +92,7 @@ func TestOneRequestPerHeartbeat(t *testing.T) {
 	ns := redistest.Namespace(t)
 	ctx := testutil.Ctx(t, time.Minute)
 	cc := &countingClient{Client: testutil.Client(t, srv.Addr())}
+	testutil.InitEpoch(t, srv.Addr(), ns)
 	const ttl = 600 * time.Millisecond
 	s, err := session.New(ctx, cc, session.Options{Namespace: ns, TTL: ttl})
 	if err != nil {
@@ -256,5 +257,59 @@ func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
 			t.Fatal("condition not reached")
 		case <-time.After(time.Millisecond):
 		}
+	}
+}
+
+// TestRestartEmptyReclaims: Redis restarts without persistence while a
+// session holds a mutex. Within the restart grace nobody is granted
+// anything; the session, still inside its deadline, reclaims its lease and
+// hold with the same token; after the grace, grants resume with larger tokens.
+func TestRestartEmptyReclaims(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	const ttl = 2 * time.Second
+	a := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: ttl})
+	b := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: ttl})
+	h, err := mutex.New(a, "kept").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	srv.Restart()
+	restarted := time.Now()
+	// a's next heartbeat notices the loss and reclaims.
+	waitFor(t, ctx, func() bool {
+		in, err := mutex.New(b, "kept").Holder(ctx)
+		return err == nil && in.Session == a.ID()
+	})
+	in, err := mutex.New(b, "kept").Holder(ctx)
+	if err != nil || in.Token != h.Token() {
+		t.Fatalf("after reclaim: Holder = %+v, %v; want token %d", in, err, h.Token())
+	}
+	if h.Err() != nil || a.Err() != nil {
+		t.Fatalf("hold %v / session %v ended by a restart it could reclaim from", h.Err(), a.Err())
+	}
+	// During the grace, even a free mutex is not granted.
+	if _, err := mutex.New(b, "free").TryLock(ctx); !errors.Is(err, mutex.ErrLocked) {
+		if time.Since(restarted) < ttl {
+			t.Fatalf("TryLock of a free mutex during the restart grace: %v, want ErrLocked", err)
+		}
+	}
+	// Lock waits out the grace.
+	h2, err := mutex.New(b, "free").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(restarted); waited < ttl-100*time.Millisecond {
+		t.Fatalf("granted %v after the restart; the grace is %v", waited, ttl)
+	}
+	_ = h2.Release(ctx)
+	if err := h.Release(ctx); err != nil {
+		t.Fatalf("Release of the reclaimed hold: %v", err)
+	}
+	h3, err := mutex.New(b, "kept").TryLock(ctx)
+	if err != nil || h3.Token() <= h.Token() {
+		t.Fatalf("after the reclaimed hold's release: TryLock = %v; token must exceed %d", err, h.Token())
 	}
 }

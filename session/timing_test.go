@@ -149,6 +149,17 @@ func newRig(t *testing.T, ttl time.Duration) *rig {
 // open opens a session on the rig's client; it is closed by t.Cleanup.
 func (r *rig) open(o Options) *Session {
 	r.t.Helper()
+	// Mark the namespace intact, so that the restart grace of a fresh server
+	// does not apply (see testutil.InitEpoch).
+	ns := o.Namespace
+	if ns == "" {
+		ns = "leasehold"
+	}
+	if !r.m.Exists(scripts.NewKeys(ns).Epoch()) {
+		if err := r.m.Set(scripts.NewKeys(ns).Epoch(), "0"); err != nil {
+			r.t.Fatal(err)
+		}
+	}
 	s, err := New(context.Background(), r.c, o)
 	if err != nil {
 		r.t.Fatalf("New: %v", err)

@@ -60,6 +60,22 @@ local function now_ms()
   return math.floor(now_us() / 1000)
 end
 
+-- grace_left reads the epoch marker {ns}:epoch, whose value is the server
+-- time (ms) until which grants are refused after Redis lost its data. It
+-- returns -1 when the marker is missing (the data was lost: the client
+-- recreates the marker and retries), the ms of grace left, or 0.
+local function grace_left(p)
+  local until_ms = redis.call('GET', p .. 'epoch')
+  if not until_ms then
+    return -1
+  end
+  local left = tonumber(until_ms) - now_ms()
+  if left > 0 then
+    return left
+  end
+  return 0
+end
+
 -- first_live drops dead sessions' entries from the head of waiter queue q and
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
@@ -94,6 +110,9 @@ end
 -- if any, and notifies it with "g|<hid>|<token>|<resource>". Returns that
 -- hold id or nil.
 local function single_handoff(p, k, q, sharded, resource)
+  if grace_left(p) ~= 0 then
+    return nil -- no grants during a restart grace: waiters re-check after it
+  end
   local nxt = first_live(p, q)
   if not nxt then
     return nil

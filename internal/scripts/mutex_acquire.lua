@@ -5,7 +5,8 @@
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] mutex name
 -- Returns {1, token} when granted (also when already granted to this hold id,
 -- so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
--- when not; {-1} when the caller's own lease is gone.
+-- when not; {-1} when the caller's own lease is gone; {-5} when the epoch
+-- marker is missing (see common.lua grace_left).
 -- A free mutex with live waiters is handed to the first of them here, so a
 -- newcomer never overtakes a queue whose previous holder died.
 local p, hid, m, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
@@ -15,7 +16,14 @@ end
 if redis.call('HGET', m, 'hid') == hid then
   return {1, tonumber(redis.call('HGET', m, 'tok'))}
 end
+local grace = grace_left(p)
+if grace < 0 then
+  return {-5}
+end
 local free, wait = single_free(p, m)
+if free and grace > 0 then
+  free, wait = false, grace
+end
 if free then
   local nxt = first_live(p, q)
   if not nxt or nxt == hid then

@@ -41,6 +41,10 @@ var (
 	mutexResetLua string
 	//go:embed mutex_inspect.lua
 	mutexInspectLua string
+	//go:embed epoch_init.lua
+	epochInitLua string
+	//go:embed reclaim.lua
+	reclaimLua string
 )
 
 // script prepends common.lua and the given libraries to body.
@@ -64,6 +68,8 @@ var (
 	mutexRelease = script(mutexReleaseLua)
 	mutexReset   = script(mutexResetLua)
 	mutexInspect = readOnly(mutexInspectLua)
+	epochInit    = script(epochInitLua)
+	reclaim      = script(reclaimLua)
 )
 
 // Errors the scripts report; the primitives re-export them under their names.
@@ -134,7 +140,8 @@ type Resource struct {
 type Env struct {
 	C       rueidis.Client
 	K       Keys
-	Sharded bool // SPUBLISH (Redis Cluster) rather than PUBLISH
+	Sharded bool          // SPUBLISH (Redis Cluster) rather than PUBLISH
+	Grace   time.Duration // restart grace to impose when the epoch marker is missing
 }
 
 func (e Env) sharded() string {
@@ -149,9 +156,10 @@ type Status int8
 
 // Acquire outcomes.
 const (
-	LeaseGone Status = -1 // the caller's own lease no longer exists
-	Busy      Status = 0  // not granted; queued when the caller asked to wait
-	Granted   Status = 1
+	epochMissing Status = -5 // handled inside Env: the marker is recreated and the call retried
+	LeaseGone    Status = -1 // the caller's own lease no longer exists
+	Busy         Status = 0  // not granted; queued when the caller asked to wait
+	Granted      Status = 1
 )
 
 // Grant is the reply of an acquire attempt.
@@ -187,11 +195,45 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 	default:
 		return Grant{}, fmt.Errorf("scripts: acquire of unknown kind %v", r.Kind)
 	}
-	v, err := x.Exec(ctx, e.C).ToArray()
-	if err != nil {
-		return Grant{}, err
+	for attempt := 0; ; attempt++ {
+		v, err := x.Exec(ctx, e.C).ToArray()
+		if err != nil {
+			return Grant{}, err
+		}
+		g, err := parseGrant(v, r.Name)
+		if err != nil || g.Status != epochMissing {
+			return g, err
+		}
+		if attempt > 0 {
+			return Grant{}, fmt.Errorf("%w: epoch marker missing again", errReply)
+		}
+		if err := e.InitEpoch(ctx); err != nil {
+			return Grant{}, err
+		}
 	}
-	return parseGrant(v, r.Name)
+}
+
+// InitEpoch recreates the epoch marker after Redis lost its data: grants are
+// refused until Grace after the Redis process started (so a server up for
+// longer than Grace imposes no wait). It returns the grace left.
+func (e Env) InitEpoch(ctx context.Context) error {
+	info, err := e.C.Do(ctx, e.C.B().Info().Section("server").Build()).ToString()
+	if _, redisErr := rueidis.IsRedisErr(err); err != nil && !redisErr {
+		return fmt.Errorf("scripts: INFO server: %w", err)
+	}
+	// A server that cannot tell its uptime (miniredis) gets the whole grace.
+	uptime := time.Duration(0)
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: uptime_in_seconds %q", errReply, v)
+			}
+			uptime = time.Duration(n) * time.Second
+		}
+	}
+	grace := max(e.Grace-uptime, 0)
+	return epochInit.Exec(ctx, e.C, []string{e.K.Epoch()}, []string{ms(grace)}).Error()
 }
 
 // parseGrant reads the reply shared by every acquire script.
@@ -212,6 +254,8 @@ func parseGrant(v []rueidis.RedisMessage, name string) (Grant, error) {
 	switch {
 	case len(ints) == 1 && ints[0] == -1:
 		return Grant{Status: LeaseGone}, nil
+	case len(ints) == 1 && ints[0] == -5:
+		return Grant{Status: epochMissing}, nil
 	case len(ints) == 2 && ints[0] == -2:
 		return Grant{}, fmt.Errorf("%w: stored limit is %d", ErrLimitMismatch, ints[1])
 	case len(ints) == 1 && ints[0] == -3:
@@ -307,32 +351,122 @@ func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay ti
 	return v == 1, err
 }
 
+// Lease states reported by Heartbeat.
+const (
+	Renewed     = 1 // the lease was renewed
+	Gone        = 0 // the lease no longer exists: the session is lost
+	Reclaimable = 2 // the lease is gone because Redis lost its data, within the restart grace
+)
+
 // Heartbeat renews the lease of session sid for ttl, forgetting the revoked
-// hold ids in acked. It reports whether the lease still existed, and the hold
-// ids taken away from the session that are not acknowledged yet.
-func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked []string) (bool, []string, error) {
-	args := make([]string, 0, 1+len(acked))
-	args = append(args, ms(ttl))
+// hold ids in acked. It reports the lease state and the hold ids taken away
+// from the session that are not acknowledged yet.
+func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked []string) (int, []string, error) {
+	args := make([]string, 0, 2+len(acked))
+	args = append(args, ms(ttl), e.K.Prefix)
 	args = append(args, acked...)
-	v, err := heartbeat.Exec(ctx, e.C, []string{e.K.Lease(sid), e.K.Revoked(sid)}, args).ToArray()
-	if err != nil {
-		return false, nil, err
-	}
-	if len(v) == 0 {
-		return false, nil, errReply
-	}
-	if ok, err := v[0].AsInt64(); err != nil || ok == 0 {
-		return false, nil, err
-	}
-	revoked := make([]string, 0, len(v)-1)
-	for _, m := range v[1:] {
-		s, err := m.ToString()
+	for attempt := 0; ; attempt++ {
+		v, err := heartbeat.Exec(ctx, e.C, []string{e.K.Lease(sid), e.K.Revoked(sid)}, args).ToArray()
 		if err != nil {
-			return false, nil, err
+			return 0, nil, err
 		}
-		revoked = append(revoked, s)
+		if len(v) == 0 {
+			return 0, nil, errReply
+		}
+		status, err := v[0].AsInt64()
+		if err != nil {
+			return 0, nil, err
+		}
+		switch status {
+		case int64(epochMissing):
+			if attempt > 0 {
+				return 0, nil, fmt.Errorf("%w: epoch marker missing again", errReply)
+			}
+			if err := e.InitEpoch(ctx); err != nil {
+				return 0, nil, err
+			}
+			continue
+		case Gone, Reclaimable:
+			return int(status), nil, nil
+		}
+		revoked := make([]string, 0, len(v)-1)
+		for _, m := range v[1:] {
+			s, err := m.ToString()
+			if err != nil {
+				return 0, nil, err
+			}
+			revoked = append(revoked, s)
+		}
+		return Renewed, revoked, nil
 	}
-	return true, revoked, nil
+}
+
+// Held is a hold to reclaim.
+type Held struct {
+	R      Resource
+	HoldID string
+	Token  int64
+	Member string // pool: the member held
+}
+
+// ErrNotReclaimable reports that the lease was lost outside a restart grace.
+var ErrNotReclaimable = errors.New("the lease was lost outside a restart grace")
+
+// Reclaim recreates the lease of session sid and its holds after Redis lost
+// its data, during the restart grace. It returns the hold ids that could not
+// be reclaimed, or ErrNotReclaimable.
+func (e Env) Reclaim(ctx context.Context, sid, owner string, ttl, lockDelay time.Duration, holds []Held) ([]string, error) {
+	args := make([]string, 0, 4+6*len(holds))
+	args = append(args, e.K.Prefix, owner, ms(ttl), ms(lockDelay))
+	for _, h := range holds {
+		extra := ""
+		switch h.R.Kind {
+		case Semaphore:
+			extra = strconv.FormatInt(h.R.Limit, 10)
+		case Pool:
+			extra = h.Member
+		case Election:
+			extra = h.R.Value
+		}
+		args = append(args, h.R.Kind.short(), h.R.Name, h.HoldID, strconv.FormatInt(h.Token, 10),
+			strconv.FormatInt(h.R.N, 10), extra)
+	}
+	for attempt := 0; ; attempt++ {
+		v, err := reclaim.Exec(ctx, e.C, []string{e.K.Lease(sid), e.K.Epoch()}, args).ToArray()
+		if err != nil {
+			return nil, err
+		}
+		if len(v) == 0 {
+			return nil, errReply
+		}
+		status, err := v[0].AsInt64()
+		if err != nil {
+			return nil, err
+		}
+		switch status {
+		case 0:
+			return nil, nil
+		case -6:
+			return nil, ErrNotReclaimable
+		case -5:
+			if attempt > 0 {
+				return nil, fmt.Errorf("%w: epoch marker missing again", errReply)
+			}
+			if err := e.InitEpoch(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		lost := make([]string, 0, len(v)-1)
+		for _, m := range v[1:] {
+			s, err := m.ToString()
+			if err != nil {
+				return nil, err
+			}
+			lost = append(lost, s)
+		}
+		return lost, nil
+	}
 }
 
 // CloseLease deletes the lease of session sid.

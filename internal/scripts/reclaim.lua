@@ -1,0 +1,111 @@
+-- reclaim.lua: after Redis lost its data, recreate a session's lease and its
+-- holds with their old tokens, during the restart grace only.
+-- KEYS[1] lease {ns}:s:<sid>   KEYS[2] {ns}:epoch
+-- ARGV[1] prefix {ns}:   ARGV[2] owner   ARGV[3] ttl ms   ARGV[4] lock delay ms
+-- ARGV[5..] groups of 6: kind ("m" "sem" "pool" "el"), name, hold id, token,
+-- n (semaphore permits), extra (semaphore: limit; pool: member; election: value)
+-- Returns {1, hold ids that could not be reclaimed...}; {0} when the lease
+-- exists (renewed, nothing to reclaim); {-6} when not in a restart grace
+-- (the lease was lost for real: the session must end); {-5} when the epoch
+-- marker is missing.
+-- Within the grace nobody else can be granted anything, and every session
+-- that held something before the loss either reclaims it before its own
+-- local deadline or is gone, so a reclaim can only meet another reclaim of
+-- the same resource if two sessions both believed they held it (a Reset
+-- racing the crash); the second one then loses its hold.
+local p = ARGV[1]
+if redis.call('PEXPIRE', KEYS[1], ARGV[3]) == 1 then
+  return {0}
+end
+local grace = grace_left(p)
+if grace < 0 then
+  return {-5}
+elseif grace == 0 then
+  return {-6}
+end
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'ttl', ARGV[3], 'ld', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+
+local function keep_max(k, f, tok)
+  local last = tonumber(redis.call('HGET', k, f) or '0')
+  if tok > last then
+    redis.call('HSET', k, f, string.format('%.0f', tok))
+  end
+end
+
+local function single(k, hid, tok)
+  local cur = redis.call('HGET', k, 'hid')
+  if cur == hid then
+    return true
+  end
+  if cur and alive(p, cur) then
+    return false
+  end
+  redis.call('HSET', k, 'hid', hid)
+  if ARGV[4] ~= '0' then
+    redis.call('HSET', k, 'ld', ARGV[4])
+  end
+  keep_max(k, 'tok', tok)
+  return true
+end
+
+local lost = {1}
+for i = 5, #ARGV, 6 do
+  local kind, name, hid, tok, n, extra = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5]
+  local ok = false
+  if kind == 'm' then
+    ok = single(p .. 'm:' .. name, hid, tok)
+  elseif kind == 'el' then
+    local k = p .. 'el:' .. name
+    ok = single(k, hid, tok)
+    if ok then
+      redis.call('HSET', k, 'val', extra)
+    end
+  elseif kind == 'sem' then
+    local meta, holders = p .. 'sem:' .. name, p .. 'semh:' .. name
+    if redis.call('HEXISTS', holders, hid) == 1 then
+      ok = true
+    else
+      if not redis.call('HGET', meta, 'limit') then
+        redis.call('HSET', meta, 'limit', extra)
+      end
+      local limit = tonumber(redis.call('HGET', meta, 'limit'))
+      local used = 0
+      local all = redis.call('HGETALL', holders)
+      for j = 1, #all, 2 do
+        if alive(p, all[j]) then
+          used = used + tonumber(string.match(all[j + 1], '^(%d+)'))
+        else
+          redis.call('HDEL', holders, all[j])
+        end
+      end
+      if used + n <= limit then
+        redis.call('HSET', holders, hid, n .. ':' .. string.format('%.0f', tok))
+        used = used + n
+        ok = true
+      end
+      redis.call('HSET', meta, 'used', used)
+      if ok then
+        keep_max(meta, 'tok', tok)
+      end
+    end
+  elseif kind == 'pool' then
+    local b = p .. 'pool:' .. name .. ':'
+    local cur = redis.call('HGET', b .. 'h', extra)
+    if cur == hid then
+      ok = true
+    elseif not (cur and alive(p, cur)) then
+      local sid = sid_of(hid)
+      redis.call('ZREM', b .. 'f', extra)
+      redis.call('HSET', b .. 'h', extra, hid)
+      redis.call('HINCRBY', b .. 's', sid, 1)
+      redis.call('HSET', b .. 'i:' .. sid, hid, extra)
+      keep_max(b .. 't', extra, tok)
+      ok = true
+    end
+  end
+  if not ok then
+    lost[#lost + 1] = hid
+  end
+end
+return lost
