@@ -85,15 +85,15 @@ type subResult struct {
 
 func newLoop(s *Session, sent time.Time) *loop {
 	l := &loop{
-		s:         s,
-		holds:     make(map[string]*Hold),
-		revoked:   make(map[string]time.Time),
-		acks:      make(map[string]bool),
-		deadline:  clock.Deadline(sent, s.opt.TTL),
+		s:           s,
+		holds:       make(map[string]*Hold),
+		revoked:     make(map[string]time.Time),
+		acks:        make(map[string]bool),
+		deadline:    clock.Deadline(sent, s.opt.TTL),
 		beatDone:    make(chan beatResult, 1),
 		reclaimDone: make(chan reclaimResult, 1),
-		cleanDone: make(chan []pendingRelease, 1),
-		subDone:   make(chan subResult, 1),
+		cleanDone:   make(chan []pendingRelease, 1),
+		subDone:     make(chan subResult, 1),
 	}
 	l.backoff = backoff.NewExponentialBackOff()
 	l.backoff.InitialInterval = min(s.opt.Heartbeat/10, 50*time.Millisecond)
