@@ -8,7 +8,7 @@
 -- Returns {1, token, member} when granted (idempotent per hold id); {0, wait
 -- ms, position or -1} when not; {-1} when the caller's lease is gone; {-3}
 -- when the member wanted is not in the pool (the caller's queue entry for it,
--- if any, is dropped).
+-- if any, is dropped); {-5} when the epoch marker is missing (see common.lua).
 local p, hid, q, b, want = ARGV[1], ARGV[2], KEYS[1], ARGV[6], ARGV[7]
 if not alive(p, hid) then
   return {-1}
@@ -16,6 +16,10 @@ end
 local k = pool_held_by(b, hid)
 if k then
   return {1, tonumber(redis.call('HGET', b .. 't', k)), k}
+end
+local grace = grace_left(p)
+if grace < 0 then
+  return {-5}
 end
 if want ~= '' and not pool_is_member(b, want) then
   -- A waiter whose member was removed leaves the queue as it fails.
@@ -33,7 +37,7 @@ if want ~= '' then
 end
 -- After pool_serve, a member still free is wanted by nobody queued.
 local pos = redis.call('LPOS', q, entry)
-if not pos then
+if not pos and grace == 0 then
   if want == '' then
     k = pool_free_one(b)
   elseif pool_is_free(b, want) then
@@ -52,7 +56,9 @@ if not pos then
   end
 end
 local wait
-if want ~= '' then
+if grace > 0 then
+  wait = grace
+elseif want ~= '' then
   local h = redis.call('HGET', b .. 'h', want)
   wait = h and lease_pttl(p, h) or -1
 else

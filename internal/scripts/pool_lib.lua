@@ -119,6 +119,9 @@ end
 -- for any member takes the least recently released one, a waiter for one
 -- member takes it if it is free. Dead members are reaped at most once.
 local function pool_serve(p, b, q, sharded, name)
+  if grace_left(p) ~= 0 then
+    return -- no grants during a restart grace: waiters re-check after it
+  end
   local reaped = false
   local entries = redis.call('LRANGE', q, 0, -1)
   for _, e in ipairs(entries) do
