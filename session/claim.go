@@ -51,6 +51,10 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		if errors.Is(err, scripts.ErrLimitMismatch) || errors.Is(err, scripts.ErrNotMember) {
 			return nil, err // the script changed nothing
 		}
+		if errors.Is(err, scripts.ErrNotReplicated) {
+			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
+			return nil, fmt.Errorf("session: acquire %s %q: grant rolled back: %w", r.Kind, r.Name, err)
+		}
 		if err != nil {
 			// The attempt may have queued or granted hid: withdraw it.
 			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
@@ -78,6 +82,10 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		case n := <-note:
 			t.Stop()
 			if n.token != 0 {
+				if err := s.confirm(ctx); err != nil {
+					s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
+					return nil, fmt.Errorf("session: acquire %s %q: hand-off rolled back: %w", r.Kind, r.Name, err)
+				}
 				return s.addHold(r, hid, n.resource, n.token, start, true)
 			}
 		case <-t.C:
@@ -92,6 +100,21 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			return nil, context.Cause(s.ctx)
 		}
 	}
+}
+
+// confirm makes sure a grant handed over by another client has reached
+// Options.ReplicaAck replicas (nothing to do without ReplicaAck).
+func (s *Session) confirm(ctx context.Context) error {
+	if s.env.Acks <= 0 {
+		return nil
+	}
+	opctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	ok, err := s.env.Confirm(opctx, s.id, s.opt.TTL)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost)
+	}
+	return err
 }
 
 func recheckAfter(hint time.Duration) time.Duration {

@@ -1,6 +1,10 @@
 package session
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/leasehold/leasehold/internal/scripts"
+)
 
 var (
 	// ErrClosed is returned by calls on a closed session, and is the cause of
@@ -23,6 +27,10 @@ var (
 
 	// ErrInvalidName reports an empty or oversized resource name.
 	ErrInvalidName = errors.New("session: invalid name")
+
+	// ErrNotReplicated reports that fewer replicas than Options.ReplicaAck
+	// acknowledged a grant in time; the grant was rolled back.
+	ErrNotReplicated = scripts.ErrNotReplicated
 )
 
 type leaseLost struct{}

@@ -46,10 +46,13 @@ type Options struct {
 	DisableRestartGrace bool
 
 	// ReplicaAck is the number of replicas that must acknowledge grants and
-	// heartbeats (WAIT). Default 0. Reserved: values above 0 are rejected
-	// until replica acknowledgement is implemented.
+	// heartbeats (WAIT, in the same round trip): a heartbeat extends the local
+	// deadline only once acknowledged, and a grant no replica set acknowledged
+	// in time is rolled back and reported as an error matching
+	// ErrNotReplicated. With it, a failover to an acknowledged replica loses
+	// no grant and no renewal. Default 0 (no WAIT).
 	ReplicaAck int
-	// ReplicaAckTimeout bounds each WAIT. Default Heartbeat.
+	// ReplicaAckTimeout bounds each WAIT. Default Heartbeat; at most TTL/2.
 	ReplicaAckTimeout time.Duration
 
 	// Logger receives lease and hold events. nil: no logs.
@@ -117,14 +120,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ReplicaAck < 0 {
 		return bad("negative ReplicaAck %d", o.ReplicaAck)
 	}
-	if o.ReplicaAck > 0 {
-		return bad("ReplicaAck is not supported yet")
-	}
 	if o.ReplicaAckTimeout < 0 {
 		return bad("negative ReplicaAckTimeout %v", o.ReplicaAckTimeout)
 	}
 	if o.ReplicaAckTimeout == 0 {
 		o.ReplicaAckTimeout = o.Heartbeat
+	}
+	if o.ReplicaAckTimeout > o.TTL/2 {
+		return bad("ReplicaAckTimeout %v above TTL/2", o.ReplicaAckTimeout)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

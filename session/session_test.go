@@ -313,3 +313,54 @@ func TestRestartEmptyReclaims(t *testing.T) {
 		t.Fatalf("after the reclaimed hold's release: TryLock = %v; token must exceed %d", err, h.Token())
 	}
 }
+
+// TestReplicaAck: with ReplicaAck 1, grants and heartbeats wait for a
+// replica; with the replica paused, a grant is rolled back (ErrNotReplicated)
+// and the session is lost at its deadline, since no renewal is acknowledged.
+func TestReplicaAck(t *testing.T) {
+	master := redistest.Start(t, redistest.Options{Args: []string{"--repl-diskless-sync-delay", "0"}})
+	host, port, _ := strings.Cut(master.Addr(), ":")
+	replica := redistest.Start(t, redistest.Options{Args: []string{"--replicaof", host, port}})
+	probe := testutil.Client(t, replica.Addr())
+	ctx := testutil.Ctx(t, 30*time.Second)
+	waitFor(t, ctx, func() bool {
+		info, err := probe.Do(ctx, probe.B().Info().Section("replication").Build()).ToString()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	ns := redistest.Namespace(t)
+	const ttl = time.Second
+	s := testutil.Dial(t, master.Addr(), ns, session.Options{TTL: ttl, ReplicaAck: 1, ReplicaAckTimeout: 100 * time.Millisecond})
+	h, err := mutex.New(s, "acked").TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock with a live replica: %v", err)
+	}
+	// The grant is on the replica.
+	if v, err := probe.Do(ctx, probe.B().Hget().Key("{"+ns+"}:m:acked").Field("hid").Build()).ToString(); err != nil || v != h.ID() {
+		t.Fatalf("replica holder = %q, %v; want %s", v, err, h.ID())
+	}
+	d := s.Deadline()
+	waitFor(t, ctx, func() bool { return s.Deadline().After(d) })
+
+	replica.Stop()
+	defer replica.Cont()
+	if _, err := mutex.New(s, "unacked").TryLock(ctx); !errors.Is(err, session.ErrNotReplicated) {
+		t.Fatalf("TryLock with the replica paused: %v, want ErrNotReplicated", err)
+	}
+	deadline := s.Deadline()
+	select {
+	case <-h.Done():
+	case <-time.After(2 * ttl):
+		t.Fatal("hold not lost with no renewal acknowledged")
+	}
+	if !errors.Is(h.Err(), session.ErrLeaseLost) {
+		t.Fatalf("hold cause %v, want ErrLeaseLost", h.Err())
+	}
+	if time.Now().After(deadline.Add(50 * time.Millisecond)) {
+		t.Fatalf("lost %v after the last acknowledged deadline", time.Since(deadline))
+	}
+	// The rolled-back grant is free again (read on the master).
+	m := testutil.Client(t, master.Addr())
+	if n, err := m.Do(ctx, m.B().Hexists().Key("{"+ns+"}:m:unacked").Field("hid").Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("rolled-back grant still recorded (%d, %v)", n, err)
+	}
+}

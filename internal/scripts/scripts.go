@@ -48,12 +48,12 @@ var (
 )
 
 // script prepends common.lua and the given libraries to body.
-func script(body string, libs ...string) *rueidis.Lua {
-	return rueidis.NewLuaScript(join(body, libs))
+func script(body string, libs ...string) *Script {
+	return newScript(join(body, libs), false)
 }
 
-func readOnly(body string, libs ...string) *rueidis.Lua {
-	return rueidis.NewLuaScriptReadOnly(join(body, libs))
+func readOnly(body string, libs ...string) *Script {
+	return newScript(join(body, libs), true)
 }
 
 func join(body string, libs []string) string {
@@ -138,10 +138,12 @@ type Resource struct {
 // Env is what every script call needs: a client, the namespace's keys and the
 // pub/sub flavour.
 type Env struct {
-	C       rueidis.Client
-	K       Keys
-	Sharded bool          // SPUBLISH (Redis Cluster) rather than PUBLISH
-	Grace   time.Duration // restart grace to impose when the epoch marker is missing
+	C          rueidis.Client
+	K          Keys
+	Sharded    bool          // SPUBLISH (Redis Cluster) rather than PUBLISH
+	Grace      time.Duration // restart grace to impose when the epoch marker is missing
+	Acks       int           // replicas that must acknowledge grants and heartbeats (WAIT)
+	AckTimeout time.Duration // WAIT timeout
 }
 
 func (e Env) sharded() string {
@@ -196,13 +198,20 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 		return Grant{}, fmt.Errorf("scripts: acquire of unknown kind %v", r.Kind)
 	}
 	for attempt := 0; ; attempt++ {
-		v, err := x.Exec(ctx, e.C).ToArray()
+		res, werr := e.execWait(ctx, x.s, x.keys, x.args)
+		v, err := res.ToArray()
 		if err != nil {
 			return Grant{}, err
 		}
 		g, err := parseGrant(v, r.Name)
-		if err != nil || g.Status != epochMissing {
+		if err != nil {
 			return g, err
+		}
+		if g.Status == Granted && werr != nil {
+			return g, werr // not replicated: the caller rolls the grant back
+		}
+		if g.Status != epochMissing {
+			return g, nil
 		}
 		if attempt > 0 {
 			return Grant{}, fmt.Errorf("%w: epoch marker missing again", errReply)
@@ -229,7 +238,9 @@ func (e Env) InitEpoch(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("%w: uptime_in_seconds %q", errReply, v)
 			}
-			uptime = time.Duration(n) * time.Second
+			// Redis computes it from whole-second clock readings: it can be
+			// almost a second more than the real uptime. Count one less.
+			uptime = time.Duration(max(n-1, 0)) * time.Second
 		}
 	}
 	grace := max(e.Grace-uptime, 0)
@@ -289,7 +300,7 @@ func (e Env) Release(ctx context.Context, r Resource, hid string) (Released, err
 }
 
 type execer struct {
-	s    *rueidis.Lua
+	s    *Script
 	keys []string
 	args []string
 }
@@ -319,7 +330,7 @@ func (e Env) releaseCmd(r Resource, hid string) execer {
 // holds[i], nil on success.
 func (e Env) ReleaseMulti(ctx context.Context, rs []Resource, hids []string) []error {
 	execs := make([]rueidis.LuaExec, len(rs))
-	scripts := make([]*rueidis.Lua, len(rs))
+	scripts := make([]*Script, len(rs))
 	for i := range rs {
 		x := e.releaseCmd(rs[i], hids[i])
 		scripts[i] = x.s
@@ -327,7 +338,7 @@ func (e Env) ReleaseMulti(ctx context.Context, rs []Resource, hids []string) []e
 	}
 	errs := make([]error, len(rs))
 	// ExecMulti takes one script; group by script, keeping order per group.
-	groups := map[*rueidis.Lua][]int{}
+	groups := map[*Script][]int{}
 	for i, s := range scripts {
 		groups[s] = append(groups[s], i)
 	}
@@ -366,7 +377,11 @@ func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked
 	args = append(args, ms(ttl), e.K.Prefix)
 	args = append(args, acked...)
 	for attempt := 0; ; attempt++ {
-		v, err := heartbeat.Exec(ctx, e.C, []string{e.K.Lease(sid), e.K.Revoked(sid)}, args).ToArray()
+		res, err := e.execWait(ctx, heartbeat, []string{e.K.Lease(sid), e.K.Revoked(sid)}, args)
+		if err != nil {
+			return 0, nil, err
+		}
+		v, err := res.ToArray()
 		if err != nil {
 			return 0, nil, err
 		}
@@ -432,7 +447,11 @@ func (e Env) Reclaim(ctx context.Context, sid, owner string, ttl, lockDelay time
 			strconv.FormatInt(h.R.N, 10), extra)
 	}
 	for attempt := 0; ; attempt++ {
-		v, err := reclaim.Exec(ctx, e.C, []string{e.K.Lease(sid), e.K.Epoch()}, args).ToArray()
+		res, err := e.execWait(ctx, reclaim, []string{e.K.Lease(sid), e.K.Epoch()}, args)
+		if err != nil {
+			return nil, err
+		}
+		v, err := res.ToArray()
 		if err != nil {
 			return nil, err
 		}
