@@ -104,9 +104,9 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 	s := &Session{
 		met: met,
 		env: scripts.Env{
-			C:       c,
-			K:       scripts.NewKeys(o.Namespace),
-			Sharded: c.Mode() == rueidis.ClientModeCluster,
+			C:          c,
+			K:          scripts.NewKeys(o.Namespace),
+			Sharded:    c.Mode() == rueidis.ClientModeCluster,
 			Grace:      o.RestartGrace,
 			Acks:       o.ReplicaAck,
 			AckTimeout: o.ReplicaAckTimeout,

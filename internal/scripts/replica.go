@@ -81,5 +81,3 @@ func (e Env) Confirm(ctx context.Context, sid string, ttl time.Duration) (bool, 
 	st, err := v[0].AsInt64()
 	return st == Renewed, err
 }
-
-
