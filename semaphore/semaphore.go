@@ -20,7 +20,10 @@
 // different limit gets ErrLimitMismatch, so two deployments that disagree
 // notice instead of silently using two limits. SetLimit changes it on
 // purpose: shrinking never revokes current holders, new grants wait until
-// use drops below the new limit. LockDelay does not apply to semaphores.
+// use drops below the new limit. Waiters queued before a SetLimit keep their
+// place; one asking for more than the new limit could never be served, so
+// its Acquire fails with ErrLimitMismatch instead of blocking the queue.
+// LockDelay does not apply to semaphores.
 package semaphore
 
 import (
@@ -67,7 +70,8 @@ func New(s *session.Session, name string, limit int64) *Semaphore {
 // Acquire blocks until n permits are granted, ctx ends, or the session ends.
 // ctx bounds only the wait: the permits are held until Release or loss.
 // Requests are served in arrival order. On failure nothing is held; the
-// error matches ErrInvalidWeight, ErrLimitMismatch, ctx's cause,
+// error matches ErrInvalidWeight, ErrLimitMismatch (also when SetLimit
+// shrinks the limit below n while it waits), ctx's cause,
 // session.ErrLeaseLost or session.ErrClosed, or is the Redis error.
 func (sem *Semaphore) Acquire(ctx context.Context, n int64) (*session.Hold, error) {
 	return sem.claim(ctx, n, true)
@@ -96,7 +100,8 @@ func (sem *Semaphore) claim(ctx context.Context, n int64, wait bool) (*session.H
 
 // SetLimit stores a new limit in Redis, for every client of the semaphore,
 // and makes it this Semaphore's limit. Current holders keep their permits;
-// waiters that now fit are served at once.
+// waiters that now fit are served at once, and waiters asking for more than
+// the new limit fail with ErrLimitMismatch.
 func (sem *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if err := sem.check(limit); err != nil {
 		return err

@@ -3,22 +3,39 @@
 -- KEYS[1] meta {ns}:sem:<name>   KEYS[2] holders {ns}:semh:<name>   KEYS[3] queue {ns}:q:sem:<name>
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] name   ARGV[6] n   ARGV[7] the caller's limit
--- Returns {1, token} when granted (idempotent per hold id); {0, wait ms,
--- position or -1} when not; {-1} when the caller's lease is gone;
--- {-2, stored limit} when the stored limit differs from the caller's.
+-- Returns {1, token} when granted (idempotent per hold id, even after the
+-- limit changed); {0, wait ms, position or -1} when not; {-1} when the
+-- caller's lease is gone; {-2, stored limit} when the stored limit differs
+-- from the caller's and the caller is not queued, or is queued for more than
+-- the stored limit (it is then withdrawn): the caller holds and waits for
+-- nothing after -2.
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 if not alive(p, hid) then
   return {-1}
 end
+-- A re-check of a hold id already granted is idempotent, whatever the limit
+-- is now: answering -2 would leave a grant that its caller never learns of.
+local tok = sem_held(holders, hid)
+if tok then
+  return {1, tok}
+end
+local n = tonumber(ARGV[6])
+local entry = hid .. '#' .. ARGV[6]
 local stored = redis.call('HGET', meta, 'limit')
 if not stored then
   redis.call('HSET', meta, 'limit', ARGV[7])
 elseif stored ~= ARGV[7] then
-  return {-2, tonumber(stored)}
-end
-local tok = sem_held(holders, hid)
-if tok then
-  return {1, tok}
+  -- A request queued before SetLimit keeps its place while it still fits
+  -- the new limit; one that no longer does is withdrawn here, so that -2
+  -- never leaves the caller's entry behind in the queue.
+  if not redis.call('LPOS', q, entry) then
+    return {-2, tonumber(stored)}
+  end
+  if n > tonumber(stored) then
+    redis.call('LREM', q, 0, entry)
+    sem_serve(p, meta, holders, q, ARGV[4], ARGV[5])
+    return {-2, tonumber(stored)}
+  end
 end
 -- Serve the waiters ahead first: permits of dead holders may have come back.
 sem_serve(p, meta, holders, q, ARGV[4], ARGV[5])
@@ -26,8 +43,6 @@ tok = sem_held(holders, hid)
 if tok then
   return {1, tok}
 end
-local n = tonumber(ARGV[6])
-local entry = hid .. '#' .. ARGV[6]
 if not first_live(p, q) and sem_fits(p, meta, holders, n) then
   return {1, sem_grant(meta, holders, hid, n)}
 end

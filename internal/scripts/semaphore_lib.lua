@@ -52,21 +52,29 @@ end
 
 -- sem_serve grants permits to the queued live waiters in order while they
 -- fit. The first one that does not fit stops the walk: a large request is
--- never starved by smaller ones behind it.
+-- never starved by smaller ones behind it. A head asking for more than the
+-- limit (SetLimit shrank it) could never be served and would block the
+-- queue for good: it is dropped and told to re-check ("x|<hid>"), and its
+-- re-check fails with a limit mismatch.
 local function sem_serve(p, meta, holders, q, sharded, name)
+  local limit = tonumber(redis.call('HGET', meta, 'limit') or '0')
   while true do
     local e = first_live(p, q)
     if not e then
       return
     end
     local n = sem_n(e)
-    if not sem_fits(p, meta, holders, n) then
+    local hid = sem_hid(e)
+    if n > limit then
+      redis.call('LPOP', q)
+      notify(p, sharded, hid, 'x|' .. hid)
+    elseif sem_fits(p, meta, holders, n) then
+      redis.call('LPOP', q)
+      local tok = sem_grant(meta, holders, hid, n)
+      notify(p, sharded, hid, 'g|' .. hid .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+    else
       return
     end
-    redis.call('LPOP', q)
-    local hid = sem_hid(e)
-    local tok = sem_grant(meta, holders, hid, n)
-    notify(p, sharded, hid, 'g|' .. hid .. '|' .. string.format('%.0f', tok) .. '|' .. name)
   end
 end
 
