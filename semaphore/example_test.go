@@ -26,7 +26,7 @@ func Example() {
 	ctx := context.Background()
 
 	s, err := session.Dial(ctx, rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true},
-		session.Options{TTL: 5 * time.Second})
+		session.Options{TTL: 5 * time.Second, DisableRestartGrace: true}) // a brand-new server: nothing to protect
 	if err != nil {
 		log.Fatal(err)
 	}

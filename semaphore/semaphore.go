@@ -135,6 +135,9 @@ func (sem *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	if err := session.CheckName(sem.name); err != nil {
 		return Stats{}, fmt.Errorf("semaphore %q: %w", sem.name, err)
 	}
+	if err := sem.s.Err(); err != nil {
+		return Stats{}, err
+	}
 	st, err := sem.s.Env().SemaphoreStats(ctx, sem.name)
 	if err != nil {
 		return Stats{}, fmt.Errorf("semaphore %q: stats: %w", sem.name, err)

@@ -49,7 +49,9 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		g, err := s.env.Acquire(opctx, r, hid, wait)
 		cancel()
 		if errors.Is(err, scripts.ErrLimitMismatch) || errors.Is(err, scripts.ErrNotMember) {
-			return nil, err // the script changed nothing
+			// The acquire scripts' rule: with these replies they leave no
+			// grant and no queue entry for hid (they withdraw it if needed).
+			return nil, err
 		}
 		if errors.Is(err, scripts.ErrNotReplicated) {
 			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })

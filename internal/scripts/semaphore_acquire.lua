@@ -8,7 +8,7 @@
 -- caller's lease is gone; {-2, stored limit} when the stored limit differs
 -- from the caller's and the caller is not queued, or is queued for more than
 -- the stored limit (it is then withdrawn): the caller holds and waits for
--- nothing after -2.
+-- nothing after -2; {-5} when the epoch marker is missing (see common.lua).
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 if not alive(p, hid) then
   return {-1}
@@ -18,6 +18,10 @@ end
 local tok = sem_held(holders, hid)
 if tok then
   return {1, tok}
+end
+local grace = grace_left(p)
+if grace < 0 then
+  return {-5}
 end
 local n = tonumber(ARGV[6])
 local entry = hid .. '#' .. ARGV[6]
@@ -43,10 +47,13 @@ tok = sem_held(holders, hid)
 if tok then
   return {1, tok}
 end
-if not first_live(p, q) and sem_fits(p, meta, holders, n) then
+if grace == 0 and not first_live(p, q) and sem_fits(p, meta, holders, n) then
   return {1, sem_grant(meta, holders, hid, n)}
 end
-local wait = sem_wait(p, holders)
+local wait = grace
+if grace == 0 then
+  wait = sem_wait(p, holders)
+end
 if ARGV[3] == '1' then
   local pos = redis.call('LPOS', q, entry)
   if not pos then

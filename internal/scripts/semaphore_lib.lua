@@ -57,6 +57,9 @@ end
 -- queue for good: it is dropped and told to re-check ("x|<hid>"), and its
 -- re-check fails with a limit mismatch.
 local function sem_serve(p, meta, holders, q, sharded, name)
+  if grace_left(p) ~= 0 then
+    return -- no grants during a restart grace: waiters re-check after it
+  end
   local limit = tonumber(redis.call('HGET', meta, 'limit') or '0')
   while true do
     local e = first_live(p, q)
