@@ -3,11 +3,22 @@
 -- KEYS[1..3] see election_lib.lua
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] election name   ARGV[6] value
--- ARGV[7] observer channel {ns}:el:<name>:w
+-- ARGV[7] observer channel {ns}:elw:<name>
 -- Returns {1, term} when leader (idempotent per hold id); {0, wait ms,
--- position or -1} when not; {-1} when the caller's lease is gone.
+-- position or -1} when not; {-1} when the caller's lease is gone; {-5} when
+-- the epoch marker is missing (see common.lua grace_left).
+-- Nobody is elected during a restart grace. A caller whose lease is missing
+-- then is not told it is gone: its session may still reclaim it (heartbeat),
+-- so it is told to come back when the grace is over.
 local p, hid, k, q, c = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
+local grace = grace_left(p)
+if grace < 0 then
+  return {-5}
+end
 if not alive(p, hid) then
+  if grace > 0 then
+    return {0, grace, -1}
+  end
   return {-1}
 end
 if redis.call('HGET', k, 'hid') == hid then
@@ -15,13 +26,16 @@ if redis.call('HGET', k, 'hid') == hid then
 end
 local had = redis.call('HGET', k, 'hid')
 local free, wait = single_free(p, k)
+if free and grace > 0 then
+  free, wait = false, grace
+end
 if free then
   if had then
     -- The leader's lease is gone: observers learn that nobody leads.
     redis.call('HDEL', k, 'val')
     el_announce(ARGV[4], ARGV[7], 0, '', '')
   end
-  local nxt = first_live(p, q)
+  local nxt = el_first_live(p, q, c)
   if not nxt or nxt == hid then
     if nxt then
       redis.call('LPOP', q)

@@ -23,10 +23,27 @@ local function el_grant(p, k, c, hid, val, sharded, ch)
   return tok
 end
 
+-- el_first_live is first_live for the candidate queue q: it also forgets the
+-- values (in c) of the dead candidates it drops, which nothing else would.
+local function el_first_live(p, q, c)
+  while true do
+    local h = redis.call('LINDEX', q, 0)
+    if not h or alive(p, h) then
+      return h or nil
+    end
+    redis.call('LPOP', q)
+    redis.call('HDEL', c, h)
+  end
+end
+
 -- el_handoff makes the first live candidate the leader and notifies it, or
--- announces that nobody leads.
+-- announces that nobody leads. During a restart grace nobody is elected: the
+-- candidates stay queued and re-check when it is over.
 local function el_handoff(p, k, q, c, sharded, name, ch)
-  local nxt = first_live(p, q)
+  local nxt = nil
+  if grace_left(p) == 0 then
+    nxt = el_first_live(p, q, c)
+  end
   while nxt do
     redis.call('LPOP', q)
     local val = redis.call('HGET', c, nxt)
@@ -35,7 +52,7 @@ local function el_handoff(p, k, q, c, sharded, name, ch)
       notify(p, sharded, nxt, 'g|' .. nxt .. '|' .. string.format('%.0f', tok) .. '|' .. name)
       return nxt
     end
-    nxt = first_live(p, q)
+    nxt = el_first_live(p, q, c)
   end
   redis.call('HDEL', k, 'val')
   el_announce(sharded, ch, 0, '', '')

@@ -1,0 +1,85 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/session"
+)
+
+// The example runs on an in-process miniredis so that it is self-contained;
+// point InitAddress at a real Redis in production. One session campaigns to
+// be the active scheduler; another one only watches who leads.
+func Example() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	ctx := context.Background()
+	dial := func() *session.Session {
+		// A brand-new server holds nothing to protect: skip the restart
+		// grace that would otherwise delay the first election by up to the TTL.
+		s, err := session.Dial(ctx, rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true},
+			session.Options{TTL: 5 * time.Second, DisableRestartGrace: true})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return s
+	}
+	s, watcher := dial(), dial()
+	defer s.Close()
+	defer watcher.Close()
+
+	e := election.New(s, "scheduler")
+	h, err := e.Campaign(ctx, "node-a:8080") // blocks, FIFO, until this session leads
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Lead under h.Context(): it is canceled the moment leadership can no
+	// longer be proven, before anyone else can be elected. h.Token() is the
+	// term: pass it to storage that rejects writes of deposed leaders.
+	fmt.Println("leading", h.Resource(), "err:", h.Context().Err())
+
+	wctx, stop := context.WithCancel(ctx)
+	leaders := election.New(watcher, "scheduler").Observe(wctx) // starts with the current leader
+	l := <-leaders
+	fmt.Println("observed:", l.Value, "term matches:", l.Token == h.Token())
+
+	if err := e.Proclaim(ctx, "node-a:9090"); err != nil { // change the value, same term
+		log.Fatal(err)
+	}
+	l, err = election.New(watcher, "scheduler").Leader(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leader:", l.Value, "session matches:", l.Session == s.ID())
+
+	if err := h.Release(ctx); err != nil { // resign: the next candidate, if any, leads at once
+		log.Fatal(err)
+	}
+	for l := range leaders { // every change, always ending with the latest
+		if l == (election.Leader{}) {
+			fmt.Println("observed: nobody leads")
+			break
+		}
+	}
+	stop()
+	_, err = e.Leader(ctx)
+	fmt.Println("after resigning:", errors.Is(err, election.ErrNoLeader))
+	fmt.Println("proclaim:", e.Proclaim(ctx, "node-a:7070"))
+	// Output:
+	// leading scheduler err: <nil>
+	// observed: node-a:8080 term matches: true
+	// leader: node-a:9090 session matches: true
+	// observed: nobody leads
+	// after resigning: true
+	// proclaim: election "scheduler": election: not the leader
+}
