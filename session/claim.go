@@ -17,6 +17,12 @@ const (
 	idleRecheck = time.Second
 )
 
+// Pauses between acquire attempts that failed on a Redis error while waiting.
+const (
+	minRetry = 10 * time.Millisecond
+	maxRetry = time.Second
+)
+
 // Claim asks for r on behalf of one of leasehold's primitives and returns the
 // hold once granted. Without wait it fails with scripts.ErrBusy when r is
 // taken; with wait it queues FIFO in Redis and blocks until granted (the
@@ -38,26 +44,25 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		note = s.waiters.add(hid)
 		defer s.waiters.remove(hid)
 	}
+	pause := minRetry // between attempts that failed on a Redis error
 	for {
-		if wait {
-			if err := s.subscribe(ctx, s.ownChannel); err != nil {
-				return nil, err
-			}
-		}
 		recheck := *s.recheck.Load()
-		opctx, cancel := s.opCtx(ctx)
-		g, err := s.env.Acquire(opctx, r, hid, wait)
-		cancel()
-		if errors.Is(err, scripts.ErrLimitMismatch) || errors.Is(err, scripts.ErrNotMember) {
+		next, err := s.attempt(ctx, r, hid, wait)
+		switch {
+		case err == nil && next.Status == scripts.Granted:
+			return s.addHold(r, hid, next.Resource, next.Token, start, false)
+		case err == nil && next.Status == scripts.LeaseGone:
+			cause := fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost)
+			s.post(func(l *loop) { l.lose(cause) })
+			return nil, cause
+		case errors.Is(err, scripts.ErrLimitMismatch) || errors.Is(err, scripts.ErrNotMember):
 			// The acquire scripts' rule: with these replies they leave no
 			// grant and no queue entry for hid (they withdraw it if needed).
 			return nil, err
-		}
-		if errors.Is(err, scripts.ErrNotReplicated) {
+		case errors.Is(err, scripts.ErrNotReplicated):
 			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
 			return nil, fmt.Errorf("session: acquire %s %q: grant rolled back: %w", r.Kind, r.Name, err)
-		}
-		if err != nil {
+		case err != nil && (!wait || ctx.Err() != nil || s.usable() != nil):
 			// The attempt may have queued or granted hid: withdraw it.
 			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
 			if e := s.usable(); e != nil {
@@ -67,19 +72,20 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 				return nil, context.Cause(ctx)
 			}
 			return nil, fmt.Errorf("session: acquire %s %q: %w", r.Kind, r.Name, err)
-		}
-		switch g.Status {
-		case scripts.Granted:
-			return s.addHold(r, hid, g.Resource, g.Token, start, false)
-		case scripts.LeaseGone:
-			cause := fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost)
-			s.post(func(l *loop) { l.lose(cause) })
-			return nil, cause
-		}
-		if !wait {
+		case err != nil:
+			// A Redis error while waiting (a dropped connection, a restarting
+			// server) does not end the wait: retry with the same hold id, which
+			// keeps its place in the queue (the scripts are idempotent per id).
+			s.opt.Logger.Warn("acquire failed; retrying", "session", s.id, "kind", r.Kind.String(),
+				"name", r.Name, "err", err, "retry_in", pause)
+			next = scripts.Grant{Wait: pause}
+			pause = min(2*pause, maxRetry)
+		case !wait:
 			return nil, scripts.ErrBusy
+		default:
+			pause = minRetry
 		}
-		t := time.NewTimer(recheckAfter(g.Wait))
+		t := time.NewTimer(recheckAfter(next.Wait))
 		select {
 		case n := <-note:
 			t.Stop()
@@ -102,6 +108,19 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			return nil, context.Cause(s.ctx)
 		}
 	}
+}
+
+// attempt runs one acquire attempt; with wait, it first makes sure the
+// session's notification channel is subscribed, so no hand-off is missed.
+func (s *Session) attempt(ctx context.Context, r scripts.Resource, hid string, wait bool) (scripts.Grant, error) {
+	if wait {
+		if err := s.subscribe(ctx, s.ownChannel); err != nil {
+			return scripts.Grant{}, err
+		}
+	}
+	opctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	return s.env.Acquire(opctx, r, hid, wait)
 }
 
 // confirm makes sure a grant handed over by another client has reached

@@ -348,6 +348,26 @@ func releaseAll(ctx context.Context, env scripts.Env, ps []pendingRelease) []err
 	return env.ReleaseMulti(ctx, rs, hids)
 }
 
+// cleanup releases ps (handing each to its next waiter) and deletes the lease.
+func cleanup(ctx context.Context, s *Session, ps []pendingRelease) error {
+	var err error
+	if len(ps) > 0 {
+		for _, e := range releaseAll(ctx, s.env, ps) {
+			if e != nil {
+				err = e
+				break
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return cmp.Or(err, ctx.Err())
+	}
+	if e := s.env.CloseLease(ctx, s.id); e != nil && err == nil {
+		err = e
+	}
+	return err
+}
+
 // shutdown runs when the loop exits: it stops the helpers, then releases every
 // hold and deletes the lease (best effort, bounded by the TTL), and replies to
 // Close.
@@ -385,19 +405,17 @@ func (l *loop) shutdown() {
 	for id, h := range l.holds {
 		ps = append(ps, pendingRelease{r: h.res, hid: id})
 	}
+	// The cleanup runs apart: rueidis can block past a context on a hung
+	// server (its reconnect handshake has its own timeouts), and Close must
+	// not. Left behind at the cutoff, the cleanup ends when the client gives
+	// up on its requests (at once when Close closes the session's client).
+	done := make(chan error, 1)
+	go func() { done <- cleanup(ctx, s, ps) }()
 	var err error
-	if len(ps) > 0 && ctx.Err() == nil {
-		for _, e := range releaseAll(ctx, s.env, ps) {
-			if e != nil {
-				err = e
-				break
-			}
-		}
-	}
-	if ctx.Err() != nil { // rueidis may still block on a reconnect with an expired ctx
-		err = cmp.Or(err, ctx.Err())
-	} else if e := s.env.CloseLease(ctx, s.id); e != nil && err == nil {
-		err = e
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("cleanup still waiting for Redis after %v", s.opt.TTL)
 	}
 	if err != nil {
 		s.opt.Logger.Warn("cleanup after session end failed; the lease will expire", "session", s.id, "err", err)

@@ -190,8 +190,9 @@ func (s *Session) Deadline() time.Time {
 // lease, cancels the contexts of the session and its holds with ErrClosed and
 // waits for the session's goroutines to exit; a client opened by Dial is then
 // closed. Close is bounded by the TTL: if Redis does not answer, the lease and
-// holds expire on their own. It is idempotent; it returns an error only when
-// the cleanup in Redis failed.
+// holds expire on their own, and the cleanup requests still in flight end
+// when the client gives up on them (at once for a client opened by Dial). It
+// is idempotent; it returns an error only when the cleanup in Redis failed.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		reply := make(chan error, 1)

@@ -323,9 +323,14 @@ func TestReplicaAck(t *testing.T) {
 	replica := redistest.Start(t, redistest.Options{Args: []string{"--replicaof", host, port}})
 	probe := testutil.Client(t, replica.Addr())
 	ctx := testutil.Ctx(t, 30*time.Second)
+	// Replication is up when the master sees an online replica that answers WAIT.
+	mc := testutil.Client(t, master.Addr())
 	waitFor(t, ctx, func() bool {
-		info, err := probe.Do(ctx, probe.B().Info().Section("replication").Build()).ToString()
-		return err == nil && strings.Contains(info, "master_link_status:up")
+		if mc.Do(ctx, mc.B().Set().Key("probe").Value("1").Build()).Error() != nil {
+			return false
+		}
+		n, err := mc.Do(ctx, mc.B().Wait().Numreplicas(1).Timeout(100).Build()).AsInt64()
+		return err == nil && n == 1
 	})
 	ns := redistest.Namespace(t)
 	const ttl = time.Second
@@ -359,8 +364,7 @@ func TestReplicaAck(t *testing.T) {
 		t.Fatalf("lost %v after the last acknowledged deadline", time.Since(deadline))
 	}
 	// The rolled-back grant is free again (read on the master).
-	m := testutil.Client(t, master.Addr())
-	if n, err := m.Do(ctx, m.B().Hexists().Key("{"+ns+"}:m:unacked").Field("hid").Build()).AsInt64(); err != nil || n != 0 {
+	if n, err := mc.Do(ctx, mc.B().Hexists().Key("{"+ns+"}:m:unacked").Field("hid").Build()).AsInt64(); err != nil || n != 0 {
 		t.Fatalf("rolled-back grant still recorded (%d, %v)", n, err)
 	}
 }

@@ -1077,7 +1077,8 @@ func TestOptionsValidation(t *testing.T) {
 		{"negative LockDelay", Options{LockDelay: -time.Millisecond}},
 		{"negative RestartGrace", Options{RestartGrace: -time.Millisecond}},
 		{"negative ReplicaAck", Options{ReplicaAck: -1}},
-		{"ReplicaAck above 0", Options{ReplicaAck: 1}},
+		{"ReplicaAckTimeout above TTL/2", Options{TTL: time.Second, ReplicaAckTimeout: 600 * time.Millisecond}},
+		{"RestartGrace below TTL", Options{TTL: time.Second, RestartGrace: 500 * time.Millisecond}},
 		{"negative ReplicaAckTimeout", Options{ReplicaAckTimeout: -time.Millisecond}},
 	}
 

@@ -10,16 +10,19 @@
 -- when the member wanted is not in the pool (the caller's queue entry for it,
 -- if any, is dropped); {-5} when the epoch marker is missing (see common.lua).
 local p, hid, q, b, want = ARGV[1], ARGV[2], KEYS[1], ARGV[6], ARGV[7]
+local grace = grace_left(p)
+if grace < 0 then
+  return {-5}
+end
 if not alive(p, hid) then
+  if grace > 0 then
+    return {0, grace, -1} -- the caller's session may still reclaim its lease
+  end
   return {-1}
 end
 local k = pool_held_by(b, hid)
 if k then
   return {1, tonumber(redis.call('HGET', b .. 't', k)), k}
-end
-local grace = grace_left(p)
-if grace < 0 then
-  return {-5}
 end
 if want ~= '' and not pool_is_member(b, want) then
   -- A waiter whose member was removed leaves the queue as it fails.
