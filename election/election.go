@@ -71,43 +71,21 @@ func New(s *session.Session, name string) *Election { return &Election{s: s, nam
 // On failure nothing is held, and the error is ctx's cause, the session's
 // end (an error matching session.ErrClosed or session.ErrLeaseLost) or
 // invalid input. Redis errors (a dropped connection, a restarting server)
-// do not end the campaign: it is retried with a growing pause, at the back of
-// the queue, for as long as ctx and the session last.
+// do not end the campaign: the session retries it with a growing pause,
+// keeping its place in the queue, for as long as ctx and the session last.
 func (e *Election) Campaign(ctx context.Context, value string) (*session.Hold, error) {
 	if err := e.check(value); err != nil {
 		return nil, err
 	}
-	r := scripts.Resource{Kind: scripts.Election, Name: e.name, Value: value}
-	pause := minRetry
-	for {
-		h, err := e.s.Claim(ctx, r, true)
-		if err == nil {
-			e.mu.Lock()
-			e.hold = h
-			e.mu.Unlock()
-			return h, nil
-		}
-		if ctx.Err() != nil || e.s.Err() != nil ||
-			errors.Is(err, session.ErrLost) || errors.Is(err, session.ErrClosed) {
-			return nil, err
-		}
-		e.s.Options().Logger.Warn("election: campaign failed; retrying", "election", e.name,
-			"session", e.s.ID(), "err", err, "retry_in", pause)
-		if !sleep(ctx, e.s.Done(), pause) {
-			if ctx.Err() != nil {
-				return nil, context.Cause(ctx)
-			}
-			return nil, e.s.Err()
-		}
-		pause = min(2*pause, maxRetry)
+	h, err := e.s.Claim(ctx, scripts.Resource{Kind: scripts.Election, Name: e.name, Value: value}, true)
+	if err != nil {
+		return nil, err
 	}
+	e.mu.Lock()
+	e.hold = h
+	e.mu.Unlock()
+	return h, nil
 }
-
-// Campaign's pauses between attempts that failed on a Redis error.
-const (
-	minRetry = 10 * time.Millisecond
-	maxRetry = time.Second
-)
 
 // Proclaim changes the leader's value without an election. It fails with
 // ErrNotLeader unless this Election's last Campaign leads.
