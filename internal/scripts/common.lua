@@ -76,6 +76,25 @@ local function grace_left(p)
   return 0
 end
 
+-- check_caller runs first in every acquire script. It returns the reply to
+-- give at once, or nil when the caller may go on, and the grace left (see
+-- grace_left): {-5} when the epoch marker is missing; {-1} when the caller's
+-- lease is gone; {0, grace, -1} when it is gone during a restart grace (the
+-- caller's session may still reclaim it: come back after the grace).
+local function check_caller(p, hid)
+  local grace = grace_left(p)
+  if grace < 0 then
+    return {-5}, grace
+  end
+  if not alive(p, hid) then
+    if grace > 0 then
+      return {0, grace, -1}, grace
+    end
+    return {-1}, grace
+  end
+  return nil, grace
+end
+
 -- first_live drops dead sessions' entries from the head of waiter queue q and
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)

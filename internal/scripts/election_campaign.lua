@@ -11,15 +11,9 @@
 -- then is not told it is gone: its session may still reclaim it (heartbeat),
 -- so it is told to come back when the grace is over.
 local p, hid, k, q, c = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
-local grace = grace_left(p)
-if grace < 0 then
-  return {-5}
-end
-if not alive(p, hid) then
-  if grace > 0 then
-    return {0, grace, -1}
-  end
-  return {-1}
+local stop, grace = check_caller(p, hid)
+if stop then
+  return stop
 end
 if redis.call('HGET', k, 'hid') == hid then
   return {1, tonumber(redis.call('HGET', k, 'tok'))}

@@ -10,15 +10,9 @@
 -- A free mutex with live waiters is handed to the first of them here, so a
 -- newcomer never overtakes a queue whose previous holder died.
 local p, hid, m, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
-local grace = grace_left(p)
-if grace < 0 then
-  return {-5}
-end
-if not alive(p, hid) then
-  if grace > 0 then
-    return {0, grace, -1} -- the caller's session may still reclaim its lease
-  end
-  return {-1}
+local stop, grace = check_caller(p, hid)
+if stop then
+  return stop
 end
 if redis.call('HGET', m, 'hid') == hid then
   return {1, tonumber(redis.call('HGET', m, 'tok'))}

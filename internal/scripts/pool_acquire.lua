@@ -10,15 +10,9 @@
 -- when the member wanted is not in the pool (the caller's queue entry for it,
 -- if any, is dropped); {-5} when the epoch marker is missing (see common.lua).
 local p, hid, q, b, want = ARGV[1], ARGV[2], KEYS[1], ARGV[6], ARGV[7]
-local grace = grace_left(p)
-if grace < 0 then
-  return {-5}
-end
-if not alive(p, hid) then
-  if grace > 0 then
-    return {0, grace, -1} -- the caller's session may still reclaim its lease
-  end
-  return {-1}
+local stop, grace = check_caller(p, hid)
+if stop then
+  return stop
 end
 local k = pool_held_by(b, hid)
 if k then

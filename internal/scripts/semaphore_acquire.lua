@@ -10,15 +10,9 @@
 -- the stored limit (it is then withdrawn): the caller holds and waits for
 -- nothing after -2; {-5} when the epoch marker is missing (see common.lua).
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
-local grace = grace_left(p)
-if grace < 0 then
-  return {-5}
-end
-if not alive(p, hid) then
-  if grace > 0 then
-    return {0, grace, -1} -- the caller's session may still reclaim its lease
-  end
-  return {-1}
+local stop, grace = check_caller(p, hid)
+if stop then
+  return stop
 end
 -- A re-check of a hold id already granted is idempotent, whatever the limit
 -- is now: answering -2 would leave a grant that its caller never learns of.
