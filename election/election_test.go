@@ -187,7 +187,7 @@ func TestObserve(t *testing.T) {
 	}
 
 	hb := campaignAsync(ctx, election.New(b, "obs"), "b1")
-	waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "obs") == 1 })
+	testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "obs") == 1 })
 	if err := ha.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestObserveAfterPubSubKill(t *testing.T) {
 	}
 
 	hb := campaignAsync(ctx, election.New(b, "kill"), "b1")
-	waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "kill") == 1 })
+	testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "kill") == 1 })
 	if err := ha.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestProclaimAndLeader(t *testing.T) {
 	leaderIs(election.Leader{Value: "a2", Session: a.ID(), Token: ha.Token()})
 
 	hb := campaignAsync(ctx, eb, "b1")
-	waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "p") == 1 })
+	testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "p") == 1 })
 	if err := eb.Proclaim(ctx, "queued"); !errors.Is(err, election.ErrNotLeader) {
 		t.Fatalf("Proclaim by a queued candidate: %v, want ErrNotLeader", err)
 	}
@@ -434,7 +434,7 @@ func TestCampaignFIFO(t *testing.T) {
 				t.Errorf("candidate %d: Release: %v", i, err)
 			}
 		})
-		waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "fifo") == int64(i+1) })
+		testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "fifo") == int64(i+1) })
 	}
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -474,12 +474,12 @@ func TestCampaignCanceledWithdraws(t *testing.T) {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	r := campaignAsync(wctx, election.New(b, "w"), "b")
-	waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "w") == 1 })
+	testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "w") == 1 })
 	cancel()
 	if res := <-r; !errors.Is(res.err, context.Canceled) {
 		t.Fatalf("Campaign with a canceled ctx: %v, want context.Canceled", res.err)
 	}
-	waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "w") == 0 })
+	testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "w") == 0 })
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -732,9 +732,9 @@ func TestFailoverPausedLeader(t *testing.T) {
 	b := testutil.Dial(t, addr, ns, session.Options{TTL: 5 * time.Second})
 	probe := testutil.Client(t, addr)
 	ra := campaignAsync(ctx, election.New(a, name), "a")
-	waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, name) == 1 })
+	testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, name) == 1 })
 	rb := campaignAsync(ctx, election.New(b, name), "b")
-	waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, name) == 2 })
+	testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, name) == 2 })
 	// While the leader is paused, a third session runs the campaign script
 	// every few milliseconds (campaigns with a 5ms ctx, queued behind a and
 	// b), so that an early takeover could not go unseen for lack of anyone
@@ -942,17 +942,6 @@ func queueLen(t *testing.T, ctx context.Context, c rueidis.Client, ns, name stri
 	return n
 }
 
-// waitFor polls cond: it observes Redis state that has no event to wait on.
-func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("condition not reached")
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-}
 
 // TestDeadCandidatesSkipped: candidates whose session ends while they wait
 // (closed, or lease gone) are skipped by the hand-over, and leave nothing
@@ -977,7 +966,7 @@ func TestDeadCandidatesSkipped(t *testing.T) {
 		s := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
 		sessions = append(sessions, s)
 		waiting = append(waiting, campaignAsync(ctx, election.New(s, "dead"), "cand"+strconv.Itoa(i)))
-		waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "dead") == int64(i+1) })
+		testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "dead") == int64(i+1) })
 	}
 	// The first candidate's session is closed while it waits; the second's
 	// lease disappears on the server (as if it had expired).
@@ -1083,11 +1072,11 @@ func TestRestartEmptyKeepsLeader(t *testing.T) {
 
 	// The sessions' next heartbeats notice the loss and reclaim.
 	want := election.Leader{Value: "a", Session: a.ID(), Token: ha.Token()}
-	waitFor(t, ctx, func() bool {
+	testutil.WaitFor(t, ctx, func() bool {
 		l, err := ea.Leader(ctx)
 		return err == nil && l == want
 	})
-	waitFor(t, ctx, func() bool {
+	testutil.WaitFor(t, ctx, func() bool {
 		n, err := probe.Do(ctx, probe.B().Exists().Key("{"+ns+"}:s:"+c.ID()).Build()).AsInt64()
 		return err == nil && n == 1
 	})
@@ -1098,7 +1087,7 @@ func TestRestartEmptyKeepsLeader(t *testing.T) {
 		t.Fatalf("Proclaim by the reclaimed leader: %v", err)
 	}
 	rc := campaignAsync(ctx, election.New(c, "restart"), "c")
-	waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "restart") >= 1 })
+	testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "restart") >= 1 })
 	// Resign inside the grace: nobody may be elected before it ends.
 	if time.Since(restart) > ttl*3/4 {
 		t.Skipf("the reclaims took %v: too late to resign inside the grace", time.Since(restart))
@@ -1150,7 +1139,7 @@ func TestCampaignSurvivesDroppedConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb := campaignAsync(ctx, election.New(b, "drop"), "b")
-	waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "drop") == 1 })
+	testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "drop") == 1 })
 	// Normal connections first (the probe's own is skipped), then pub/sub:
 	// dropping the latter makes the candidate re-check at once, on a
 	// connection that is already dead.
@@ -1159,7 +1148,7 @@ func TestCampaignSurvivesDroppedConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "drop") == 1 })
+	testutil.WaitFor(t, ctx, func() bool { return queueLen(t, ctx, probe, ns, "drop") == 1 })
 	select {
 	case r := <-rb:
 		t.Fatalf("Campaign returned while the leader leads: %v", r.err)

@@ -64,7 +64,7 @@ func TestRunFailsOver(t *testing.T) {
 	// The old leader is a candidate again, on a new session.
 	proxies[first.who].Blackhole(false)
 	e := election.New(testutil.Dial(t, addr, ns, session.Options{TTL: time.Second}), "leader")
-	waitFor(t, ctx, func() bool {
+	testutil.WaitFor(t, ctx, func() bool {
 		n, err := probe.Do(ctx, probe.B().Llen().Key("{"+ns+"}:q:el:leader").Build()).AsInt64()
 		return err == nil && n == 1
 	})

@@ -154,7 +154,7 @@ func TestFIFO(t *testing.T) {
 				t.Errorf("waiter %d release: %v", i, err)
 			}
 		})
-		waitFor(t, ctx, func() bool {
+		testutil.WaitFor(t, ctx, func() bool {
 			info, err := mutex.New(ss[0], "fifo").Holder(ctx)
 			return err == nil && info.Waiters == i+1
 		})
@@ -176,17 +176,6 @@ func TestFIFO(t *testing.T) {
 	}
 }
 
-// waitFor polls cond: it observes Redis state that has no event to wait on.
-func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("condition not reached")
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-}
 
 // TestResetEndsOnlyThatHold: Reset by another client ends only that hold
 // with ErrLost within one heartbeat interval, through the heartbeat (the
@@ -225,7 +214,7 @@ func TestResetEndsOnlyThatHold(t *testing.T) {
 				}
 				got <- h
 			}()
-			waitFor(t, ctx, func() bool {
+			testutil.WaitFor(t, ctx, func() bool {
 				in, err := mutex.New(admin, "r1").Holder(ctx)
 				return err == nil && in.Waiters == 1
 			})
@@ -287,7 +276,7 @@ func TestWaiterLeaseLost(t *testing.T) {
 		_, err := mutex.New(b, "w").Lock(ctx)
 		errc <- err
 	}()
-	waitFor(t, ctx, func() bool {
+	testutil.WaitFor(t, ctx, func() bool {
 		in, err := mutex.New(a, "w").Holder(ctx)
 		return err == nil && in.Waiters == 1
 	})
@@ -329,7 +318,7 @@ func TestLockCanceledWithdraws(t *testing.T) {
 	if _, err := mutex.New(b, "c").Lock(wctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock with an expiring ctx: %v, want DeadlineExceeded", err)
 	}
-	waitFor(t, ctx, func() bool {
+	testutil.WaitFor(t, ctx, func() bool {
 		in, err := mutex.New(a, "c").Holder(ctx)
 		return err == nil && in.Waiters == 0
 	})

@@ -24,17 +24,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.LeakOptions...) }
 
-// waitFor polls cond: it observes Redis state that has no event to wait on.
-func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("condition not reached")
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-}
 
 func stats(t *testing.T, ctx context.Context, p *pool.Pool) pool.Stats {
 	t.Helper()
@@ -47,7 +36,7 @@ func stats(t *testing.T, ctx context.Context, p *pool.Pool) pool.Stats {
 
 func waiters(t *testing.T, ctx context.Context, p *pool.Pool, n int) {
 	t.Helper()
-	waitFor(t, ctx, func() bool {
+	testutil.WaitFor(t, ctx, func() bool {
 		st, err := p.Stats(ctx)
 		return err == nil && st.Waiters == n
 	})

@@ -69,7 +69,7 @@ func TestMetrics(t *testing.T) {
 		}
 		got <- hb
 	}()
-	waitFor(t, ctx, func() bool {
+	tu.WaitFor(t, ctx, func() bool {
 		in, err := mutex.New(a, "m").Holder(ctx)
 		return err == nil && in.Waiters == 1
 	})
@@ -84,7 +84,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("leasehold_acquire_wait_seconds{mutex} count = %v, want 2", v)
 	}
 	beats := value("leasehold_heartbeats_total", map[string]string{"result": "ok"})
-	waitFor(t, ctx, func() bool { return value("leasehold_heartbeats_total", map[string]string{"result": "ok"}) > beats })
+	tu.WaitFor(t, ctx, func() bool { return value("leasehold_heartbeats_total", map[string]string{"result": "ok"}) > beats })
 	if v := value("leasehold_lease_deadline_remaining_seconds", map[string]string{"session": a.ID()}); v <= 0 || v > 0.6 {
 		t.Fatalf("deadline remaining = %v, want in (0, TTL]", v)
 	}
@@ -92,7 +92,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-hb.Done()
-	waitFor(t, ctx, func() bool {
+	tu.WaitFor(t, ctx, func() bool {
 		return value("leasehold_holds_lost_total", map[string]string{"kind": "mutex", "cause": "taken_away"}) == 1
 	})
 	a.Close()
@@ -104,5 +104,5 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("leasehold_sessions_ended_total{closed} = %v, want 2", got)
 	}
 	// Hold ends are counted by context.AfterFunc callbacks: wait for them.
-	waitFor(t, ctx, func() bool { return value("leasehold_holds", map[string]string{"kind": "mutex"}) == 0 })
+	tu.WaitFor(t, ctx, func() bool { return value("leasehold_holds", map[string]string{"kind": "mutex"}) == 0 })
 }

@@ -35,7 +35,7 @@ func TestSIGSTOPCancelsBeforeExpiry(t *testing.T) {
 	// Wait for a heartbeat to be confirmed, so that the next one is a full
 	// interval away, then read when the server will expire the lease.
 	d0 := s.Deadline()
-	waitFor(t, ctx, func() bool { return s.Deadline().After(d0) })
+	testutil.WaitFor(t, ctx, func() bool { return s.Deadline().After(d0) })
 	deadline := s.Deadline()
 	expireAt, err := probe.Do(ctx, probe.B().Arbitrary("PEXPIRETIME").Keys("{"+ns+"}:s:"+s.ID()).Build()).AsInt64()
 	if err != nil || expireAt <= 0 {
@@ -107,12 +107,12 @@ func TestOneRequestPerHeartbeat(t *testing.T) {
 	probe := testutil.Client(t, srv.Addr())
 	// Align on a heartbeat, then count over the next five.
 	d := s.Deadline()
-	waitFor(t, ctx, func() bool { return s.Deadline().After(d) })
+	testutil.WaitFor(t, ctx, func() bool { return s.Deadline().After(d) })
 	req0, calls0 := cc.n.Load(), evalshaCalls(t, probe)
 	const beats = 5
 	for range beats {
 		d := s.Deadline()
-		waitFor(t, ctx, func() bool { return s.Deadline().After(d) })
+		testutil.WaitFor(t, ctx, func() bool { return s.Deadline().After(d) })
 	}
 	req1, calls1 := cc.n.Load(), evalshaCalls(t, probe)
 	if got := req1 - req0; got != beats {
@@ -167,7 +167,7 @@ func TestCloseReleasesAndHandsOff(t *testing.T) {
 		}
 		got <- hb
 	}()
-	waitFor(t, ctx, func() bool {
+	testutil.WaitFor(t, ctx, func() bool {
 		in, err := mutex.New(b, "close").Holder(ctx)
 		return err == nil && in.Waiters == 1
 	})
@@ -249,16 +249,6 @@ func TestInvalidOptionsTouchNothing(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("condition not reached")
-		case <-time.After(time.Millisecond):
-		}
-	}
-}
 
 // TestRestartEmptyReclaims: Redis restarts without persistence while a
 // session holds a mutex. Within the restart grace nobody is granted
@@ -279,7 +269,7 @@ func TestRestartEmptyReclaims(t *testing.T) {
 	srv.Restart()
 	restarted := time.Now()
 	// a's next heartbeat notices the loss and reclaims.
-	waitFor(t, ctx, func() bool {
+	testutil.WaitFor(t, ctx, func() bool {
 		in, err := mutex.New(b, "kept").Holder(ctx)
 		return err == nil && in.Session == a.ID()
 	})
@@ -325,7 +315,7 @@ func TestReplicaAck(t *testing.T) {
 	ctx := testutil.Ctx(t, 30*time.Second)
 	// Replication is up when the master sees an online replica that answers WAIT.
 	mc := testutil.Client(t, master.Addr())
-	waitFor(t, ctx, func() bool {
+	testutil.WaitFor(t, ctx, func() bool {
 		if mc.Do(ctx, mc.B().Set().Key("probe").Value("1").Build()).Error() != nil {
 			return false
 		}
@@ -344,7 +334,7 @@ func TestReplicaAck(t *testing.T) {
 		t.Fatalf("replica holder = %q, %v; want %s", v, err, h.ID())
 	}
 	d := s.Deadline()
-	waitFor(t, ctx, func() bool { return s.Deadline().After(d) })
+	testutil.WaitFor(t, ctx, func() bool { return s.Deadline().After(d) })
 
 	replica.Stop()
 	defer replica.Cont()

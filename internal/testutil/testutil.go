@@ -74,3 +74,16 @@ func InitEpoch(t testing.TB, addr, ns string) {
 		t.Fatalf("init epoch: %v", err)
 	}
 }
+
+// WaitFor polls cond every millisecond until it holds, failing the test when
+// ctx ends first. It observes Redis state that has no event to wait on.
+func WaitFor(t testing.TB, ctx context.Context, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("condition not reached")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
