@@ -942,7 +942,6 @@ func queueLen(t *testing.T, ctx context.Context, c rueidis.Client, ns, name stri
 	return n
 }
 
-
 // TestDeadCandidatesSkipped: candidates whose session ends while they wait
 // (closed, or lease gone) are skipped by the hand-over, and leave nothing
 // behind in Redis: neither their queue entry nor their value.

@@ -176,7 +176,6 @@ func TestFIFO(t *testing.T) {
 	}
 }
 
-
 // TestResetEndsOnlyThatHold: Reset by another client ends only that hold
 // with ErrLost within one heartbeat interval, through the heartbeat (the
 // holder never subscribed) and through the notification (it did); the next

@@ -24,7 +24,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.LeakOptions...) }
 
-
 func stats(t *testing.T, ctx context.Context, p *pool.Pool) pool.Stats {
 	t.Helper()
 	st, err := p.Stats(ctx)

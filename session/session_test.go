@@ -249,7 +249,6 @@ func TestInvalidOptionsTouchNothing(t *testing.T) {
 	}
 }
 
-
 // TestRestartEmptyReclaims: Redis restarts without persistence while a
 // session holds a mutex. Within the restart grace nobody is granted
 // anything; the session, still inside its deadline, reclaims its lease and
