@@ -23,3 +23,5 @@ redis-server:
 		fi; \
 	fi
 	@redis-server --version
+
+include cmd/leasehold/demo.mk

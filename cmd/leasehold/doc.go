@@ -1,0 +1,22 @@
+// Command leasehold runs commands under locks, semaphores and leader election
+// kept in Redis, shows what is held, and repairs it:
+//
+//	leasehold lock NAME -- CMD [ARGS...]           run CMD holding mutex NAME
+//	leasehold sem NAME --limit N -- CMD [ARGS...]  run CMD holding semaphore permits
+//	leasehold elect NAME -- CMD [ARGS...]          run CMD while leading election NAME
+//	leasehold status [--json]                      sessions, mutexes, semaphores, pools, elections
+//	leasehold reset NAME|--all [--yes]             force-release mutexes
+//	leasehold pool add|rm|ls|stats NAME [KEYS...]  manage a key pool
+//	leasehold demo [--redis URL]                   a scripted story on an embedded Redis
+//
+// lock, sem and elect start CMD in its own process group once the resource is
+// granted, with LEASEHOLD_NAME, LEASEHOLD_KIND, LEASEHOLD_TOKEN (the fencing
+// token) and LEASEHOLD_SESSION in its environment. If the hold is lost while
+// CMD runs, CMD's process group gets SIGTERM at the session's local deadline,
+// which is before anyone else can be granted the resource, then SIGKILL
+// --kill-after later, and leasehold exits 75. 'leasehold lock -h' explains
+// the timing, the lock delay that keeps a SIGTERM-ignoring CMD from
+// overlapping the next holder, and what only fencing tokens can cover.
+//
+// Run 'leasehold -h' for the flags, the Redis URL forms and the exit codes.
+package main

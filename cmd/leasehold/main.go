@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit codes. lock, sem and elect otherwise exit with CMD's own code.
+const (
+	exitOK          = 0
+	exitError       = 1   // status, reset, pool: the command failed
+	exitUsage       = 2   // every command: bad flags or arguments
+	exitNotAcquired = 73  // lock, sem, elect: held elsewhere with --wait 0, or --wait elapsed
+	exitLost        = 75  // lock, sem, elect: the hold was lost while CMD ran; CMD was signalled
+	exitFailed      = 125 // lock, sem, elect: leasehold itself failed (Redis unreachable, ...)
+	exitNotExec     = 126 // CMD exists but cannot be run
+	exitNotFound    = 127 // CMD not found
+)
+
+const usage = `leasehold runs commands under locks, semaphores and leader election kept in
+Redis, and shows or repairs what is held.
+
+Usage:
+  leasehold [--redis URL] [--namespace NS] COMMAND [flags] [args]
+
+Commands:
+  lock NAME -- CMD [ARGS...]          run CMD while holding mutex NAME
+  sem NAME --limit N -- CMD [ARGS...] run CMD while holding permits of semaphore NAME
+  elect NAME -- CMD [ARGS...]         run CMD while leading election NAME
+  status [--json]                     sessions, mutexes, semaphores, pools, elections
+  reset NAME [--yes]                  force-release mutex NAME
+  reset --all [--yes]                 force-release every held mutex
+  pool add|rm NAME KEY...             add or remove members of pool NAME
+  pool ls|stats NAME                  list members; show holders and waiters
+  demo                                a short scripted story on an embedded Redis
+
+Global flags (before or after COMMAND):
+  --redis URL      Redis to use; default $LEASEHOLD_REDIS, else redis://127.0.0.1:6379
+                     redis://[user:password@]host:port[/db]   rediss://... (TLS)
+                     unix:///path/to/redis.sock[?db=N]        host:port
+                     redis://host:26379?master_set=NAME&addr=host2:26379    (Sentinel)
+                     redis-sentinel://[user:password@]host:26379,host2:26379/NAME
+  --namespace NS   key namespace (default "leasehold"); one namespace is one
+                   Redis Cluster hash slot
+
+Exit codes of lock, sem and elect:
+  CMD's own code   CMD ran and exited (128+N if it was killed by signal N)
+  73               not acquired: held elsewhere with --wait 0, or --wait elapsed
+  75               the hold was lost while CMD ran: CMD got SIGTERM, then SIGKILL
+                   after --kill-after if it was still running
+  125              leasehold failed (bad Redis, Redis unreachable, ...)
+  126, 127         CMD could not be run, or was not found
+Other commands exit 0 on success and 1 on failure; 2 means a usage error.
+
+Run 'leasehold COMMAND -h' for a command's flags and details.
+`
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// exitErr is an error with the exit code it calls for. Its message is printed
+// on one line after "leasehold: ".
+type exitErr struct {
+	code int
+	msg  string
+}
+
+func (e *exitErr) Error() string { return e.msg }
+
+func fail(code int, format string, args ...any) error {
+	return &exitErr{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// errHelp asks for the usage text on stdout and exit code 0.
+var errHelp = errors.New("help requested")
+
+// run runs the leasehold command line args and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &globals{}
+	top := flag.NewFlagSet("leasehold", flag.ContinueOnError)
+	top.SetOutput(io.Discard)
+	g.register(top)
+	if err := top.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		}
+		return report(stderr, fail(exitUsage, "%v (see leasehold -h)", err))
+	}
+	rest := top.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, cargs := rest[0], rest[1:]
+	var err error
+	switch cmd {
+	case "lock":
+		err = cmdLock(ctx, g, cargs, stdout)
+	case "sem":
+		err = cmdSem(ctx, g, cargs, stdout)
+	case "elect":
+		err = cmdElect(ctx, g, cargs, stdout)
+	case "status":
+		err = cmdStatus(ctx, g, cargs, stdout)
+	case "reset":
+		err = cmdReset(ctx, g, cargs, stdout)
+	case "pool":
+		err = cmdPool(ctx, g, cargs, stdout)
+	case "demo":
+		err = cmdDemo(ctx, g, cargs, stdout)
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		err = fail(exitUsage, "unknown command %q (see leasehold -h)", cmd)
+	}
+	return report(stderr, err)
+}
+
+// report prints err on one line and returns its exit code.
+func report(stderr io.Writer, err error) int {
+	if err == nil || errors.Is(err, errHelp) {
+		return exitOK
+	}
+	var ee *exitErr
+	if !errors.As(err, &ee) {
+		ee = &exitErr{code: exitError, msg: err.Error()}
+	}
+	if ee.msg != "" {
+		fmt.Fprintln(stderr, "leasehold: "+oneLine(ee.msg))
+	}
+	return ee.code
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

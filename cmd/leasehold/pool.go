@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/leasehold/leasehold/internal/scripts"
+)
+
+const poolAbout = `Manages key pools: named sets of members (shards, GPU slots, accounts) that
+workers claim one at a time with pool.Acquire.
+
+  pool add NAME KEY...   add members (new members are free; existing ones stay)
+  pool rm NAME KEY...    remove members; a held member's holder loses it (its
+                         hold ends with ErrLost). Nothing changes if a KEY is
+                         not a member.
+  pool ls NAME           list the members, one per line
+  pool stats NAME        members, holders (session, owner, token, lease left),
+                         free members and waiters; --json for JSON
+`
+
+func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
+	c := newCommand(g, "pool", "pool add|rm|ls|stats NAME [KEYS...]", poolAbout)
+	asJSON := c.fs.Bool("json", false, "stats: print JSON")
+	pos, _, hasCmd, err := c.parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	if hasCmd {
+		return c.usageErr("unexpected \"--\"")
+	}
+	if len(pos) == 0 {
+		return c.usageErr("no subcommand")
+	}
+	op, rest := pos[0], pos[1:]
+	if !slices.Contains([]string{"add", "rm", "ls", "stats"}, op) {
+		return c.usageErr("unknown subcommand %q", op)
+	}
+	if len(rest) == 0 {
+		return c.usageErr("no pool NAME")
+	}
+	name, keys := rest[0], rest[1:]
+	if err := checkName("pool", name); err != nil {
+		return err
+	}
+	switch op {
+	case "add", "rm":
+		if len(keys) == 0 {
+			return c.usageErr("%s needs at least one KEY", op)
+		}
+		for _, k := range keys {
+			if err := checkName("pool key", k); err != nil {
+				return err
+			}
+		}
+	default:
+		if len(keys) > 0 {
+			return c.usageErr("%s takes no KEYS", op)
+		}
+	}
+	cl, e, err := connect(g)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+
+	switch op {
+	case "add":
+		added, _, err := e.PoolChange(ctx, name, "add", keys)
+		if err != nil {
+			return fail(exitError, "pool %q: add: %v", name, err)
+		}
+		fmt.Fprintf(stdout, "pool %q: added %d of %d (the others were members already)\n", name, added, len(keys))
+	case "rm":
+		before, err := e.PoolStats(ctx, name)
+		if err != nil {
+			return fail(exitError, "pool %q: %v", name, err)
+		}
+		_, removed, err := e.PoolChange(ctx, name, "remove", keys)
+		if errors.Is(err, scripts.ErrNotMember) {
+			return fail(exitError, "pool %q: rm: %s; nothing removed", name, strings.TrimPrefix(err.Error(), "pool: "))
+		}
+		if err != nil {
+			return fail(exitError, "pool %q: rm: %v", name, err)
+		}
+		fmt.Fprintf(stdout, "pool %q: removed %d\n", name, removed)
+		for _, h := range before.Held {
+			if slices.Contains(keys, h.Key) {
+				fmt.Fprintf(stdout, "  %s was held by session %s (owner %s): that hold ends\n", h.Key, sidOf(h.HoldID), orDash(h.Owner))
+			}
+		}
+	case "ls", "stats":
+		st, err := readStatusPool(ctx, e, name)
+		if err != nil {
+			return fail(exitError, "pool %q: %v", name, err)
+		}
+		if op == "ls" {
+			for _, m := range st.Members {
+				fmt.Fprintln(stdout, m)
+			}
+			return nil
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(st)
+		}
+		fmt.Fprintf(stdout, "pool %q: %d members, %d held, %d free, %d waiting\n",
+			name, len(st.Members), len(st.Held), len(st.Free), st.Waiters)
+		if len(st.Members) > 0 {
+			tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tHOLDER SESSION\tOWNER\tTOKEN\tLEFT")
+			held := map[string]PoolMemberStatus{}
+			for _, h := range st.Held {
+				held[h.Key] = h
+			}
+			for _, m := range st.Members {
+				if h, ok := held[m]; ok {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m, h.Session, orDash(h.Owner), h.Token, msHuman(h.RemainingMs))
+				} else {
+					fmt.Fprintf(tw, "%s\t(free)\t-\t-\t-\n", m)
+				}
+			}
+			tw.Flush()
+		}
+	}
+	return nil
+}
+
+// readStatusPool reads one pool the way status does.
+func readStatusPool(ctx context.Context, e scripts.Env, name string) (PoolStatus, error) {
+	ps, err := e.PoolStats(ctx, name)
+	if err != nil {
+		return PoolStatus{}, err
+	}
+	p := PoolStatus{Name: name, Free: append([]string{}, ps.Free...), Waiters: ps.Waiters, Held: []PoolMemberStatus{}}
+	p.Members = append([]string{}, ps.Free...)
+	for _, h := range ps.Held {
+		pttl, _ := e.C.Do(ctx, e.C.B().Pttl().Key(e.K.Lease(sidOf(h.HoldID))).Build()).AsInt64()
+		p.Held = append(p.Held, PoolMemberStatus{Key: h.Key, HolderStatus: HolderStatus{
+			Session: sidOf(h.HoldID), Hold: h.HoldID, Owner: h.Owner, Token: h.Token, RemainingMs: max(pttl, 0)}})
+		p.Members = append(p.Members, h.Key)
+	}
+	slices.Sort(p.Members)
+	slices.Sort(p.Free)
+	slices.SortFunc(p.Held, func(a, b PoolMemberStatus) int { return strings.Compare(a.Key, b.Key) })
+	return p, nil
+}

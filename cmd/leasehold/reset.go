@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/leasehold/leasehold/internal/scripts"
+)
+
+const resetAbout = `Force-releases mutex NAME (or, with --all, every held mutex of the namespace),
+whoever holds it: the mutex goes at once to its first live waiter, if any, and
+the holder loses it (a 'leasehold lock' holder signals its command and exits
+75). This is an operator override: the old holder learns of
+it at once when its notification connection is up, else within one heartbeat
+interval; in that window only fencing tokens protect the resource, and the
+lock delay does not apply.
+
+Without --yes nothing is changed: it prints what it would do and exits 1.
+`
+
+func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
+	c := newCommand(g, "reset", "reset NAME [--yes] | reset --all [--yes]", resetAbout)
+	all := c.fs.Bool("all", false, "force-release every held mutex of the namespace")
+	yes := c.fs.Bool("yes", false, "do it (without it, only say what would be done)")
+	pos, _, hasCmd, err := c.parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	switch {
+	case hasCmd:
+		return c.usageErr("unexpected \"--\"")
+	case *all && len(pos) > 0:
+		return c.usageErr("give either NAME or --all, not both")
+	case !*all && len(pos) == 0:
+		return c.usageErr("no mutex NAME (or --all)")
+	case len(pos) > 1:
+		return c.usageErr("one NAME at a time (or --all)")
+	}
+	if !*all {
+		if err := checkName("mutex", pos[0]); err != nil {
+			return err
+		}
+	}
+	cl, e, err := connect(g)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+
+	targets := pos
+	if *all {
+		if targets, err = names(ctx, e.C, e.K, "m:"); err != nil {
+			return fail(exitError, "reset: %v", err)
+		}
+	}
+	type held struct {
+		name string
+		in   scripts.MutexInfo
+	}
+	var plan []held
+	for _, name := range targets {
+		in, err := e.MutexInspect(ctx, name)
+		if err != nil {
+			return fail(exitError, "reset: mutex %q: %v", name, err)
+		}
+		if in.HoldID != "" {
+			plan = append(plan, held{name, in})
+			continue
+		}
+		if *all {
+			continue
+		}
+		if in.Token == 0 {
+			if kind := otherKind(ctx, e, name); kind != "" {
+				return fail(exitError, "reset: %q is a %s, not a mutex; reset force-releases mutexes only", name, kind)
+			}
+			return fail(exitError, "reset: no mutex %q in namespace %q", name, g.namespace)
+		}
+		fmt.Fprintf(stdout, "mutex %q is not held; nothing to reset\n", name)
+		return nil
+	}
+	if len(plan) == 0 {
+		fmt.Fprintf(stdout, "no mutex of namespace %q is held; nothing to reset\n", g.namespace)
+		return nil
+	}
+	if !*yes {
+		for _, p := range plan {
+			fmt.Fprintf(stdout, "would reset mutex %q: held by %s\n", p.name, describeHolder(p.in))
+		}
+		return fail(exitError, "reset: nothing done; add --yes to force-release %s", plural(len(plan), "mutex", "mutexes"))
+	}
+	for _, p := range plan {
+		hid, err := e.MutexReset(ctx, p.name)
+		if err != nil {
+			return fail(exitError, "reset: mutex %q: %v", p.name, err)
+		}
+		if hid == "" {
+			fmt.Fprintf(stdout, "mutex %q was released meanwhile; nothing to reset\n", p.name)
+			continue
+		}
+		if hid != p.in.HoldID {
+			fmt.Fprintf(stdout, "reset mutex %q: took it from session %s (it had changed hands meanwhile)\n", p.name, sidOf(hid))
+			continue
+		}
+		fmt.Fprintf(stdout, "reset mutex %q: took it from %s\n", p.name, describeHolder(p.in))
+	}
+	return nil
+}
+
+func describeHolder(in scripts.MutexInfo) string {
+	s := fmt.Sprintf("session %s (owner %s, token %d, lease %s left", sidOf(in.HoldID), orDash(in.Owner), in.Token, human(in.TTL))
+	if in.Waiters > 0 {
+		s += ", " + plural(in.Waiters, "waiter", "waiters")
+	}
+	return s + ")"
+}
+
+// otherKind names the kind of resource called name, if any, other than a mutex.
+func otherKind(ctx context.Context, e scripts.Env, name string) string {
+	for _, k := range []struct{ kind, key string }{
+		{"semaphore", e.K.Semaphore(name)},
+		{"election", e.K.Election(name)},
+		{"pool", e.K.PoolBase(name) + "f"},
+		{"pool", e.K.PoolBase(name) + "h"},
+	} {
+		n, err := e.C.Do(ctx, e.C.B().Exists().Key(k.key).Build()).AsInt64()
+		if err == nil && n > 0 {
+			return k.kind
+		}
+	}
+	return ""
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

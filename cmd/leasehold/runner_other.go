@@ -1,0 +1,14 @@
+//go:build !unix
+
+package main
+
+import (
+	"context"
+	"io"
+)
+
+func cmdLock(context.Context, *globals, []string, io.Writer) error  { return errNoUnix }
+func cmdSem(context.Context, *globals, []string, io.Writer) error   { return errNoUnix }
+func cmdElect(context.Context, *globals, []string, io.Writer) error { return errNoUnix }
+
+var errNoUnix = fail(exitFailed, "lock, sem and elect need a Unix system (process groups and signals)")

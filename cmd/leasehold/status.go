@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/scripts"
+)
+
+// Status is what `leasehold status --json` prints. Durations are in
+// milliseconds; remaining_ms is the holder lease's TTL left on the server.
+type Status struct {
+	Namespace  string            `json:"namespace"`
+	Sessions   []SessionStatus   `json:"sessions"`
+	Mutexes    []MutexStatus     `json:"mutexes"`
+	Semaphores []SemaphoreStatus `json:"semaphores"`
+	Pools      []PoolStatus      `json:"pools"`
+	Elections  []ElectionStatus  `json:"elections"`
+}
+
+// SessionStatus is one live session (lease).
+type SessionStatus struct {
+	ID          string   `json:"id"`
+	Owner       string   `json:"owner"`
+	TTLMs       int64    `json:"ttl_ms"`       // the session's configured TTL
+	RemainingMs int64    `json:"remaining_ms"` // lease TTL left on the server
+	Holds       []string `json:"holds"`        // e.g. `mutex "deploy"`, `pool "shards" member "s1"`
+}
+
+// HolderStatus is the holder of a mutex, pool member or election.
+type HolderStatus struct {
+	Session     string `json:"session"`
+	Hold        string `json:"hold"`
+	Owner       string `json:"owner"`
+	Token       int64  `json:"token"`
+	RemainingMs int64  `json:"remaining_ms"`
+}
+
+// MutexStatus is one mutex; Holder is null when it is free.
+type MutexStatus struct {
+	Name      string        `json:"name"`
+	Holder    *HolderStatus `json:"holder"`
+	LastToken int64         `json:"last_token"`
+	Waiters   int           `json:"waiters"`
+}
+
+// SemaphoreHolderStatus is one holder of semaphore permits.
+type SemaphoreHolderStatus struct {
+	HolderStatus
+	Permits int64 `json:"permits"`
+}
+
+// SemaphoreStatus is one semaphore.
+type SemaphoreStatus struct {
+	Name    string                  `json:"name"`
+	Limit   int64                   `json:"limit"`
+	InUse   int64                   `json:"in_use"`
+	Holders []SemaphoreHolderStatus `json:"holders"`
+	Waiters int                     `json:"waiters"`
+}
+
+// PoolMemberStatus is one held member of a pool.
+type PoolMemberStatus struct {
+	Key string `json:"key"`
+	HolderStatus
+}
+
+// PoolStatus is one pool.
+type PoolStatus struct {
+	Name    string             `json:"name"`
+	Members []string           `json:"members"`
+	Free    []string           `json:"free"`
+	Held    []PoolMemberStatus `json:"held"`
+	Waiters int                `json:"waiters"`
+}
+
+// ElectionStatus is one election; Leader is null when nobody leads.
+type ElectionStatus struct {
+	Name       string        `json:"name"`
+	Leader     *HolderStatus `json:"leader"`
+	Value      string        `json:"value"`
+	Candidates int           `json:"candidates"` // live sessions queued to lead next
+}
+
+const statusAbout = `Shows the live sessions of the namespace, and every mutex, semaphore, pool and
+election with its holders (session, owner, fencing token, lease time left) and
+waiters. It reads Redis with SCAN and read-only scripts and opens no session.
+A resource whose holder's lease is gone is shown free. --json prints the same
+as one JSON object (durations in milliseconds).
+`
+
+func cmdStatus(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
+	c := newCommand(g, "status", "status [--json]", statusAbout)
+	asJSON := c.fs.Bool("json", false, "print JSON")
+	pos, _, hasCmd, err := c.parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 || hasCmd {
+		return c.usageErr("unexpected arguments")
+	}
+	cl, e, err := connect(g)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	st, err := readStatus(ctx, e)
+	if err != nil {
+		return fail(exitError, "status: %v", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printStatus(stdout, st)
+	return nil
+}
+
+// readStatus reads everything in namespace e.K.
+func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
+	st := &Status{Namespace: e.K.Namespace(), Sessions: []SessionStatus{}, Mutexes: []MutexStatus{},
+		Semaphores: []SemaphoreStatus{}, Pools: []PoolStatus{}, Elections: []ElectionStatus{}}
+	sessions, err := readSessions(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	holds := map[string][]string{} // session id -> what it holds
+	holder := func(hid, owner string, token int64) *HolderStatus {
+		h := &HolderStatus{Session: sidOf(hid), Hold: hid, Owner: owner, Token: token}
+		if s, ok := sessions[h.Session]; ok {
+			h.RemainingMs = s.RemainingMs
+			if h.Owner == "" {
+				h.Owner = s.Owner
+			}
+		}
+		return h
+	}
+
+	mutexes, err := names(ctx, e.C, e.K, "m:")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range mutexes {
+		in, err := e.MutexInspect(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("mutex %q: %w", name, err)
+		}
+		m := MutexStatus{Name: name, LastToken: in.Token, Waiters: in.Waiters}
+		if in.HoldID != "" {
+			m.Holder = holder(in.HoldID, in.Owner, in.Token)
+			m.Holder.RemainingMs = in.TTL.Milliseconds()
+			holds[m.Holder.Session] = append(holds[m.Holder.Session], fmt.Sprintf("mutex %q", name))
+		}
+		st.Mutexes = append(st.Mutexes, m)
+	}
+
+	sems, err := names(ctx, e.C, e.K, "sem:")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range sems {
+		ss, err := e.SemaphoreStats(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("semaphore %q: %w", name, err)
+		}
+		s := SemaphoreStatus{Name: name, Limit: ss.Limit, Waiters: ss.Waiters, Holders: []SemaphoreHolderStatus{}}
+		for _, h := range ss.Holders {
+			hs := holder(h.HoldID, h.Owner, h.Token)
+			hs.RemainingMs = h.TTL.Milliseconds()
+			s.Holders = append(s.Holders, SemaphoreHolderStatus{HolderStatus: *hs, Permits: h.N})
+			s.InUse += h.N
+			holds[hs.Session] = append(holds[hs.Session], fmt.Sprintf("semaphore %q (%d)", name, h.N))
+		}
+		st.Semaphores = append(st.Semaphores, s)
+	}
+
+	pools, err := poolNames(ctx, e.C, e.K)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range pools {
+		p, err := readStatusPool(ctx, e, name)
+		if err != nil {
+			return nil, fmt.Errorf("pool %q: %w", name, err)
+		}
+		for _, h := range p.Held {
+			holds[h.Session] = append(holds[h.Session], fmt.Sprintf("pool %q member %q", name, h.Key))
+		}
+		st.Pools = append(st.Pools, p)
+	}
+
+	els, err := names(ctx, e.C, e.K, "el:")
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range els {
+		l, err := e.ElectionLeader(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("election %q: %w", name, err)
+		}
+		el := ElectionStatus{Name: name}
+		if l.HoldID != "" {
+			el.Leader = holder(l.HoldID, "", l.Term)
+			el.Leader.RemainingMs = l.TTL.Milliseconds()
+			el.Value = l.Value
+			holds[el.Leader.Session] = append(holds[el.Leader.Session], fmt.Sprintf("election %q", name))
+		}
+		if el.Candidates, err = liveQueued(ctx, e, e.K.Queue(scripts.Election, name), sessions); err != nil {
+			return nil, fmt.Errorf("election %q: %w", name, err)
+		}
+		st.Elections = append(st.Elections, el)
+	}
+
+	for _, id := range slices.Sorted(maps.Keys(sessions)) {
+		s := sessions[id]
+		s.Holds = holds[id]
+		if s.Holds == nil {
+			s.Holds = []string{}
+		}
+		st.Sessions = append(st.Sessions, *s)
+	}
+	return st, nil
+}
+
+// readSessions reads every lease of the namespace: owner, TTL and time left.
+func readSessions(ctx context.Context, e scripts.Env) (map[string]*SessionStatus, error) {
+	ids, err := names(ctx, e.C, e.K, "s:")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*SessionStatus, len(ids))
+	const batch = 256
+	for i := 0; i < len(ids); i += batch {
+		part := ids[i:min(i+batch, len(ids))]
+		cmds := make(rueidis.Commands, 0, 2*len(part))
+		for _, id := range part {
+			k := e.K.Lease(id)
+			cmds = append(cmds, e.C.B().Hmget().Key(k).Field("owner", "ttl").Build(), e.C.B().Pttl().Key(k).Build())
+		}
+		res := e.C.DoMulti(ctx, cmds...)
+		for j, id := range part {
+			f, err := res[2*j].ToArray()
+			if err != nil {
+				return nil, fmt.Errorf("session %s: %w", id, err)
+			}
+			pttl, err := res[2*j+1].AsInt64()
+			if err != nil {
+				return nil, fmt.Errorf("session %s: %w", id, err)
+			}
+			if pttl <= 0 || len(f) != 2 {
+				continue // expired meanwhile
+			}
+			owner, _ := f[0].ToString()
+			ttl, _ := f[1].ToString()
+			ttlMs, _ := strconv.ParseInt(ttl, 10, 64)
+			out[id] = &SessionStatus{ID: id, Owner: owner, TTLMs: ttlMs, RemainingMs: pttl}
+		}
+	}
+	return out, nil
+}
+
+// liveQueued counts the entries of queue q whose session lease exists.
+func liveQueued(ctx context.Context, e scripts.Env, q string, sessions map[string]*SessionStatus) (int, error) {
+	hids, err := e.C.Do(ctx, e.C.B().Lrange().Key(q).Start(0).Stop(-1).Build()).AsStrSlice()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, hid := range hids {
+		sid := sidOf(hid)
+		if _, ok := sessions[sid]; ok {
+			n++
+			continue
+		}
+		// A session opened after the scan: ask.
+		ok, err := e.C.Do(ctx, e.C.B().Exists().Key(e.K.Lease(sid)).Build()).AsInt64()
+		if err != nil {
+			return 0, err
+		}
+		n += int(ok)
+	}
+	return n, nil
+}
+
+func printStatus(w io.Writer, st *Status) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
+
+	p("namespace %q", st.Namespace)
+	p("")
+	p("SESSIONS\tOWNER\tTTL\tLEFT\tHOLDS")
+	if len(st.Sessions) == 0 {
+		p("(none)\t\t\t\t")
+	}
+	for _, s := range st.Sessions {
+		p("%s\t%s\t%s\t%s\t%s", s.ID, s.Owner, msHuman(s.TTLMs), msHuman(s.RemainingMs), orDash(strings.Join(s.Holds, ", ")))
+	}
+	p("")
+	p("MUTEXES\tHOLDER SESSION\tOWNER\tTOKEN\tLEFT\tWAITERS")
+	if len(st.Mutexes) == 0 {
+		p("(none)\t\t\t\t\t")
+	}
+	for _, m := range st.Mutexes {
+		if m.Holder == nil {
+			p("%s\t(free)\t-\t%d\t-\t%d", m.Name, m.LastToken, m.Waiters)
+			continue
+		}
+		p("%s\t%s\t%s\t%d\t%s\t%d", m.Name, m.Holder.Session, m.Holder.Owner, m.Holder.Token, msHuman(m.Holder.RemainingMs), m.Waiters)
+	}
+	p("")
+	p("SEMAPHORES\tIN USE\tWAITERS\tHOLDERS (session owner permits token left)")
+	if len(st.Semaphores) == 0 {
+		p("(none)\t\t\t")
+	}
+	for _, s := range st.Semaphores {
+		var hs []string
+		for _, h := range s.Holders {
+			hs = append(hs, fmt.Sprintf("%s %s %d %d %s", h.Session, h.Owner, h.Permits, h.Token, msHuman(h.RemainingMs)))
+		}
+		p("%s\t%d/%d\t%d\t%s", s.Name, s.InUse, s.Limit, s.Waiters, orDash(strings.Join(hs, "; ")))
+	}
+	p("")
+	p("POOLS\tMEMBERS\tFREE\tWAITERS\tHELD (key session owner token left)")
+	if len(st.Pools) == 0 {
+		p("(none)\t\t\t\t")
+	}
+	for _, pl := range st.Pools {
+		var hs []string
+		for _, h := range pl.Held {
+			hs = append(hs, fmt.Sprintf("%s %s %s %d %s", h.Key, h.Session, h.Owner, h.Token, msHuman(h.RemainingMs)))
+		}
+		p("%s\t%d\t%d\t%d\t%s", pl.Name, len(pl.Members), len(pl.Free), pl.Waiters, orDash(strings.Join(hs, "; ")))
+	}
+	p("")
+	p("ELECTIONS\tLEADER SESSION\tOWNER\tVALUE\tTERM\tLEFT\tCANDIDATES")
+	if len(st.Elections) == 0 {
+		p("(none)\t\t\t\t\t\t")
+	}
+	for _, e := range st.Elections {
+		if e.Leader == nil {
+			p("%s\t(nobody)\t-\t-\t-\t-\t%d", e.Name, e.Candidates)
+			continue
+		}
+		p("%s\t%s\t%s\t%s\t%d\t%s\t%d", e.Name, e.Leader.Session, e.Leader.Owner, orDash(e.Value), e.Leader.Token, msHuman(e.Leader.RemainingMs), e.Candidates)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
