@@ -15,6 +15,7 @@ import (
 //
 // lead's context is derived from the leadership hold's context, so that it is
 // canceled in the same instant as the hold; it carries none of ctx's values.
+// Leadership(ctx) returns the hold inside lead, for its term (Token).
 //
 // When lead returns while still leading, Run resigns and returns lead's
 // result (nil included). It returns ctx's cause when ctx ends, and the error
@@ -27,7 +28,7 @@ func Run(ctx context.Context, m *session.Manager, name, value string, lead func(
 			if err != nil {
 				return err
 			}
-			lctx, cancel := context.WithCancelCause(h.Context())
+			lctx, cancel := context.WithCancelCause(context.WithValue(h.Context(), leadershipKey{}, h))
 			stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 			err = lead(lctx)
 			stop()
@@ -47,4 +48,14 @@ func Run(ctx context.Context, m *session.Manager, name, value string, lead func(
 			// Leadership taken away while the session lives: campaign again.
 		}
 	})
+}
+
+type leadershipKey struct{}
+
+// Leadership returns the leadership hold that Run passes to lead through its
+// context (its Token is the term, to pass to storage that fences writers),
+// or nil outside lead.
+func Leadership(ctx context.Context) *session.Hold {
+	h, _ := ctx.Value(leadershipKey{}).(*session.Hold)
+	return h
 }

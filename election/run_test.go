@@ -41,6 +41,9 @@ func TestRunFailsOver(t *testing.T) {
 				if prev := current.Swap(&lctx); prev != nil && (*prev).Err() == nil {
 					overlaps.Add(1)
 				}
+				if h := election.Leadership(lctx); h == nil || h.Err() != nil {
+					t.Errorf("lead: Leadership(ctx) = %v, want the live leadership hold", h)
+				}
 				started <- term{who}
 				<-lctx.Done()
 				return nil

@@ -67,12 +67,15 @@ func (h *Hold) Context() context.Context { return h.ctx }
 // Done returns a channel closed when the hold ends.
 func (h *Hold) Done() <-chan struct{} { return h.ctx.Done() }
 
-// Err returns nil while the hold is held, else why it ended.
+// Err returns nil while the hold is held, else why it ended. It reports the
+// loss as soon as the session's local deadline has passed, even if the timer
+// that cancels the context has not run yet (a loaded machine can delay it):
+// check Err right before acting on the resource.
 func (h *Hold) Err() error {
-	if h.ctx.Err() == nil {
-		return nil
+	if h.ctx.Err() != nil {
+		return context.Cause(h.ctx)
 	}
-	return context.Cause(h.ctx)
+	return h.s.pastDeadline()
 }
 
 // Release ends the hold: it cancels the hold's context, then frees the

@@ -110,6 +110,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 			Grace:      o.RestartGrace,
 			Acks:       o.ReplicaAck,
 			AckTimeout: o.ReplicaAckTimeout,
+			Log:        o.Logger,
 		},
 		opt:    o,
 		own:    own,
@@ -170,12 +171,22 @@ func (s *Session) Context() context.Context { return s.ctx }
 // Done returns a channel closed when the session ends.
 func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 
-// Err returns nil while the session is alive, else why it ended.
+// Err returns nil while the session is alive, else why it ended. Like
+// Hold.Err, it reports the loss as soon as the local deadline has passed.
 func (s *Session) Err() error {
-	if s.ctx.Err() == nil {
+	if s.ctx.Err() != nil {
+		return context.Cause(s.ctx)
+	}
+	return s.pastDeadline()
+}
+
+// pastDeadline returns ErrLeaseLost once the local deadline has passed: the
+// deadline timer is about to cancel everything.
+func (s *Session) pastDeadline() error {
+	if s.clk.Now().Before(s.Deadline()) {
 		return nil
 	}
-	return context.Cause(s.ctx)
+	return fmt.Errorf("%w: the local deadline has passed", ErrLeaseLost)
 }
 
 // Deadline returns the local lease deadline: the instant until which the

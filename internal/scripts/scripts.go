@@ -17,6 +17,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -144,6 +145,7 @@ type Env struct {
 	Grace      time.Duration // restart grace to impose when the epoch marker is missing
 	Acks       int           // replicas that must acknowledge grants and heartbeats (WAIT)
 	AckTimeout time.Duration // WAIT timeout
+	Log        *slog.Logger  // nil: no logs
 }
 
 func (e Env) sharded() string {
@@ -244,7 +246,13 @@ func (e Env) InitEpoch(ctx context.Context) error {
 		}
 	}
 	grace := max(e.Grace-uptime, 0)
-	return epochInit.Exec(ctx, e.C, []string{e.K.Epoch()}, []string{ms(grace)}).Error()
+	left, err := epochInit.Exec(ctx, e.C, []string{e.K.Epoch()}, []string{ms(grace)}).AsInt64()
+	if err == nil && left > 0 && e.Log != nil {
+		e.Log.Warn("namespace data missing (Redis lost its data, or the namespace is new): "+
+			"grants wait out the restart grace", "namespace", e.K.Namespace(),
+			"grace_left", time.Duration(left)*time.Millisecond)
+	}
+	return err
 }
 
 // parseGrant reads the reply shared by every acquire script.
