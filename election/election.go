@@ -109,6 +109,23 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	return nil
 }
 
+// Reset forces the current leader out (an operator action) and elects the
+// first live candidate. The old leader's hold ends with an error matching
+// session.ErrLost: at once when its session's notification connection is
+// up, else within one heartbeat interval — only fencing by term protects
+// against the old leader in that window. It reports whether a live leader
+// was removed.
+func (e *Election) Reset(ctx context.Context) (bool, error) {
+	if err := e.check(""); err != nil {
+		return false, err
+	}
+	hid, err := e.s.Env().ElectionReset(ctx, e.name)
+	if err != nil {
+		return false, fmt.Errorf("election %q: reset: %w", e.name, err)
+	}
+	return hid != "", nil
+}
+
 // Leader returns the current leader, or ErrNoLeader.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err := e.check(""); err != nil {

@@ -84,3 +84,48 @@ func TestRunFailsOver(t *testing.T) {
 		t.Fatalf("%d times two leads ran at once", n)
 	}
 }
+
+// TestReset: an operator's Reset ends only the leader's hold, with ErrLost,
+// and elects the next candidate with a newer term.
+func TestReset(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	a := testutil.Dial(t, addr, ns, session.Options{TTL: 2 * time.Second})
+	b := testutil.Dial(t, addr, ns, session.Options{TTL: 2 * time.Second})
+	admin := testutil.Dial(t, addr, ns, session.Options{TTL: 2 * time.Second})
+	h, err := election.New(a, "reset").Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := make(chan *session.Hold, 1)
+	go func() {
+		hb, err := election.New(b, "reset").Campaign(ctx, "b")
+		if err != nil {
+			t.Error(err)
+		}
+		next <- hb
+	}()
+	testutil.WaitFor(t, ctx, func() bool {
+		n, err := admin.Env().C.Do(ctx, admin.Env().C.B().Llen().Key("{"+ns+"}:q:el:reset").Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	if ok, err := election.New(admin, "reset").Reset(ctx); err != nil || !ok {
+		t.Fatalf("Reset = %v, %v; want true", ok, err)
+	}
+	<-h.Done()
+	if !errors.Is(h.Err(), session.ErrLost) || errors.Is(h.Err(), session.ErrLeaseLost) {
+		t.Fatalf("reset leader's cause %v, want ErrLost (not ErrLeaseLost)", h.Err())
+	}
+	hb := <-next
+	if hb == nil || hb.Token() <= h.Token() {
+		t.Fatal("next candidate not elected with a newer term")
+	}
+	l, err := election.New(admin, "reset").Leader(ctx)
+	if err != nil || l.Value != "b" || l.Session != b.ID() {
+		t.Fatalf("Leader = %+v, %v; want b", l, err)
+	}
+	if ok, err := election.New(admin, "nobody").Reset(ctx); err != nil || ok {
+		t.Fatalf("Reset with nobody leading = %v, %v; want false", ok, err)
+	}
+}

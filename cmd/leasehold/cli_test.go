@@ -561,3 +561,28 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(b)
 }
+
+// TestResetElection: reset NAME of an election forces its leader out; the
+// `elect` process signals its command and exits with the loss code.
+func TestResetElection(t *testing.T) {
+	t.Parallel()
+	_, url, ns := server(t)
+	dir := t.TempDir()
+	env := []string{"DIR=" + dir}
+	script := `trap 'echo term > "$DIR/term"; exit 143' TERM; echo ready > "$DIR/ready"; sleep 60 & wait`
+	p := startEnv(t, env, url, "elect", "--namespace", ns, "--ttl", "5s", "e", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "ready"), 10*time.Second)
+
+	stdout, stderr, code := cli(t, url, "reset", "--namespace", ns, "e")
+	if code != exitError || !strings.Contains(stdout, `would reset election "e": led by session`) {
+		t.Fatalf("reset without --yes: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	stdout, stderr, code = cli(t, url, "reset", "--namespace", ns, "e", "--yes")
+	if code != 0 || !strings.Contains(stdout, `reset election "e": forced session`) {
+		t.Fatalf("reset --yes: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	waitFile(t, filepath.Join(dir, "term"), 5*time.Second)
+	if code := p.wait(10 * time.Second); code != exitLost {
+		t.Fatalf("elect exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
+	}
+}

@@ -5,7 +5,7 @@
 //	leasehold sem NAME --limit N -- CMD [ARGS...]  run CMD holding semaphore permits
 //	leasehold elect NAME -- CMD [ARGS...]          run CMD while leading election NAME
 //	leasehold status [--json]                      sessions, mutexes, semaphores, pools, elections
-//	leasehold reset NAME|--all [--yes]             force-release mutexes
+//	leasehold reset NAME|--all [--yes]             force-release mutexes (or an election's leader)
 //	leasehold pool add|rm|ls|stats NAME [KEYS...]  manage a key pool
 //	leasehold demo [--redis URL]                   a scripted story on an embedded Redis
 //

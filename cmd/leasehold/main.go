@@ -33,7 +33,7 @@ Commands:
   sem NAME --limit N -- CMD [ARGS...] run CMD while holding permits of semaphore NAME
   elect NAME -- CMD [ARGS...]         run CMD while leading election NAME
   status [--json]                     sessions, mutexes, semaphores, pools, elections
-  reset NAME [--yes]                  force-release mutex NAME
+  reset NAME [--yes]                  force-release mutex NAME (or an election's leader)
   reset --all [--yes]                 force-release every held mutex
   pool add|rm NAME KEY...             add or remove members of pool NAME
   pool ls|stats NAME                  list members; show holders and waiters

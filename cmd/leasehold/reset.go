@@ -11,7 +11,8 @@ import (
 const resetAbout = `Force-releases mutex NAME (or, with --all, every held mutex of the namespace),
 whoever holds it: the mutex goes at once to its first live waiter, if any, and
 the holder loses it (a 'leasehold lock' holder signals its command and exits
-75). This is an operator override: the old holder learns of
+75). If NAME is an election (and no mutex), its leader is forced out and the
+next candidate elected ('leasehold elect' leaders exit 75 the same way). This is an operator override: the old holder learns of
 it at once when its notification connection is up, else within one heartbeat
 interval; in that window only fencing tokens protect the resource, and the
 lock delay does not apply.
@@ -74,8 +75,10 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 			continue
 		}
 		if in.Token == 0 {
-			if kind := otherKind(ctx, e, name); kind != "" {
-				return fail(exitError, "reset: %q is a %s, not a mutex; reset force-releases mutexes only", name, kind)
+			if kind := otherKind(ctx, e, name); kind == "election" {
+				return resetElection(ctx, e, name, *yes, stdout)
+			} else if kind != "" {
+				return fail(exitError, "reset: %q is a %s; reset force-releases mutexes and election leaders only", name, kind)
 			}
 			return fail(exitError, "reset: no mutex %q in namespace %q", name, g.namespace)
 		}
@@ -139,4 +142,31 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// resetElection forces the leader of election name out.
+func resetElection(ctx context.Context, e scripts.Env, name string, yes bool, stdout io.Writer) error {
+	l, err := e.ElectionLeader(ctx, name)
+	if err != nil {
+		return fail(exitError, "reset: election %q: %v", name, err)
+	}
+	if l.HoldID == "" {
+		fmt.Fprintf(stdout, "election %q has no leader; nothing to reset\n", name)
+		return nil
+	}
+	if !yes {
+		fmt.Fprintf(stdout, "would reset election %q: led by session %s (term %d, value %q, lease %s left)\n",
+			name, sidOf(l.HoldID), l.Term, l.Value, human(l.TTL))
+		return fail(exitError, "reset: nothing done; add --yes to force the leader out")
+	}
+	hid, err := e.ElectionReset(ctx, name)
+	if err != nil {
+		return fail(exitError, "reset: election %q: %v", name, err)
+	}
+	if hid == "" {
+		fmt.Fprintf(stdout, "election %q lost its leader meanwhile; nothing to reset\n", name)
+		return nil
+	}
+	fmt.Fprintf(stdout, "reset election %q: forced session %s out (term %d)\n", name, sidOf(hid), l.Term)
+	return nil
 }

@@ -43,6 +43,8 @@ var (
 	elProclaimLua string
 	//go:embed election_leader.lua
 	elLeaderLua string
+	//go:embed election_reset.lua
+	elResetLua string
 )
 
 var (
@@ -60,6 +62,7 @@ var (
 	elResign   = script(elResignLua, elLib)
 	elProclaim = script(elProclaimLua, elLib)
 	elLeader   = readOnly(elLeaderLua)
+	elReset    = script(elResetLua, elLib)
 )
 
 func (e Env) semKeys(name string) []string {
@@ -206,6 +209,13 @@ func (e Env) ElectionProclaim(ctx context.Context, name, hid, value string) (boo
 	v, err := elProclaim.Exec(ctx, e.C, []string{e.K.Election(name)},
 		[]string{e.K.Prefix, hid, e.sharded(), value, e.K.ElectionChannel(name)}).AsInt64()
 	return v == 1, err
+}
+
+// ElectionReset forces the leader of election name out and returns the hold
+// id it took away ("" when nobody led); the next live candidate is elected.
+func (e Env) ElectionReset(ctx context.Context, name string) (string, error) {
+	return elReset.Exec(ctx, e.C, e.elKeys(name),
+		[]string{e.K.Prefix, e.sharded(), name, e.K.ElectionChannel(name)}).ToString()
 }
 
 // ElectionLeader is the current leader of an election.
