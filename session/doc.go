@@ -22,9 +22,13 @@
 //
 //   - the client's and the server's clocks run at rates within 1% of each
 //     other (their absolute values do not matter: only durations are used);
-//   - Redis does not lose the lease's last renewal or a grant (a restart
-//     without persistence, or a failover to a replica that had not received
-//     them, can; restart detection and ReplicaAck are planned);
+//   - Redis does not lose the lease's last renewal or a grant behind the
+//     session's back. A restart without persistence is detected (the epoch
+//     marker {ns}:epoch is gone): grants are refused for RestartGrace after
+//     the Redis process started, and sessions still inside their deadline
+//     reclaim their lease and holds with their old tokens. A failover to a
+//     replica that had not received the last writes is covered only with
+//     ReplicaAck (WAIT after every grant and renewal);
 //   - the process is not paused between checking a context and acting on the
 //     resource. No lock service can rule that out: pass Hold.Token to
 //     whatever you write to, and let it reject tokens older than the newest
