@@ -25,3 +25,4 @@ redis-server:
 	@redis-server --version
 
 include cmd/leasehold/demo.mk
+include bench/bench.mk

@@ -1,0 +1,454 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+
+	"github.com/leasehold/leasehold/mutex"
+	"github.com/leasehold/leasehold/pool"
+	"github.com/leasehold/leasehold/semaphore"
+	"github.com/leasehold/leasehold/session"
+)
+
+// errBusy is what proc.TryLock returns when the lock is held elsewhere.
+var errBusy = errors.New("busy")
+
+// unlocker releases what a Lock or TryLock acquired.
+type unlocker func(ctx context.Context) error
+
+// proc is one contender as one process would use it: its own client(s).
+// Lock blocks until acquired or ctx ends.
+type proc interface {
+	Lock(ctx context.Context, key string) (unlocker, error)
+	TryLock(ctx context.Context, key string) (unlocker, error)
+	counter() *counter
+	Close() error
+}
+
+// procOpts tunes a proc for a scenario.
+type procOpts struct {
+	addr    string        // Redis address; "" for the main server
+	ns      string        // key namespace / prefix, unique per run
+	ttl     time.Duration // leasehold TTL; 0: the library default
+	small   bool          // small client buffers (the 1,000-session scale run)
+	latency bool          // record the latency of lease commands
+}
+
+type contender struct {
+	name  string // row label
+	group string // "raw", "leasehold", "peer"
+	mutex bool   // a mutex: compared in the contended and TryLock scenarios
+	note  string
+	open  func(ctx context.Context, addr string, o procOpts) (proc, error)
+}
+
+func contenders() []contender {
+	return []contender{
+		{name: "raw SET NX PX + CAD", group: "raw", mutex: true, open: openRaw,
+			note: "rueidis SET NX PX, compare-and-delete script; blocking Lock retries every 1 ms"},
+		{name: "leasehold mutex", group: "leasehold", mutex: true, open: openLeasehold("mutex")},
+		{name: "leasehold semaphore", group: "leasehold", open: openLeasehold("semaphore"),
+			note: "limit 1, weight 1; no peer has a semaphore"},
+		{name: "leasehold pool", group: "leasehold", open: openLeasehold("pool"),
+			note: "one member per pool; no peer has a pool"},
+		{name: "rueidislock", group: "peer", mutex: true, open: openRueidislock(0),
+			note: "defaults: KeyMajority 2 (3 keys), client-side caching for wake-ups"},
+		{name: "rueidislock KeyMajority 1", group: "peer", mutex: true, open: openRueidislock(1)},
+		{name: "redsync", group: "peer", mutex: true, open: openRedsync(false),
+			note: "defaults: 32 tries, 50-250 ms random retry delay; go-redis v9 pool"},
+		{name: "redsync 1ms", group: "peer", mutex: true, open: openRedsync(true),
+			note: "WithRetryDelay(1ms); failed Lock calls (32 tries) are retried by the worker"},
+		{name: "redislock 1ms", group: "peer", mutex: true, open: openRedislock,
+			note: "LinearBackoff(1ms); go-redis v9"},
+	}
+}
+
+func rueidisOpt(addr string, o procOpts) rueidis.ClientOption {
+	opt := rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true}
+	if o.small {
+		opt.ReadBufferEachConn = 16 << 10
+		opt.WriteBufferEachConn = 16 << 10
+		opt.RingScaleEachConn = 8
+	}
+	return opt
+}
+
+func token() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// sleepCtx sleeps d unless ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, callTimeout)
+}
+
+// ---- raw: SET NX PX + compare-and-delete ----
+
+var rawRelease = rueidis.NewLuaScript(`if redis.call("GET",KEYS[1]) == ARGV[1] then return redis.call("DEL",KEYS[1]) end return 0`)
+
+type rawProc struct {
+	c   rueidis.Client
+	cnt *counter
+	ns  string
+	id  string
+	seq atomic.Uint64
+}
+
+func openRaw(ctx context.Context, addr string, o procOpts) (proc, error) {
+	c, err := rueidis.NewClient(rueidisOpt(addr, o))
+	if err != nil {
+		return nil, err
+	}
+	cnt := &counter{}
+	return &rawProc{c: wrap(c, cnt), cnt: cnt, ns: o.ns, id: token()}, nil
+}
+
+func (p *rawProc) counter() *counter { return p.cnt }
+func (p *rawProc) Close() error      { p.c.Close(); return nil }
+
+func (p *rawProc) TryLock(ctx context.Context, key string) (unlocker, error) {
+	key = p.ns + ":" + key
+	val := p.id + strconv.FormatUint(p.seq.Add(1), 36)
+	cctx, cancel := callCtx(ctx)
+	err := p.c.Do(cctx, p.c.B().Set().Key(key).Value(val).Nx().PxMilliseconds(10000).Build()).Error()
+	cancel()
+	if rueidis.IsRedisNil(err) {
+		return nil, errBusy
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		ctx, cancel := callCtx(ctx)
+		defer cancel()
+		return rawRelease.Exec(ctx, p.c, []string{key}, []string{val}).Error()
+	}, nil
+}
+
+func (p *rawProc) Lock(ctx context.Context, key string) (unlocker, error) {
+	for {
+		u, err := p.TryLock(ctx, key)
+		if !errors.Is(err, errBusy) {
+			return u, err
+		}
+		if err := sleepCtx(ctx, time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// ---- leasehold ----
+
+type lhProc struct {
+	kind string
+	c    rueidis.Client
+	cnt  *counter
+	s    *session.Session
+
+	mu    sync.Mutex
+	pools map[string]bool // pools given their member
+}
+
+func openLeasehold(kind string) func(ctx context.Context, addr string, o procOpts) (proc, error) {
+	return func(ctx context.Context, addr string, o procOpts) (proc, error) {
+		c, err := rueidis.NewClient(rueidisOpt(addr, o))
+		if err != nil {
+			return nil, err
+		}
+		cnt := &counter{}
+		if o.latency {
+			cnt.leaseLat = &latencies{}
+		}
+		wc := wrap(c, cnt)
+		octx, cancel := callCtx(ctx)
+		defer cancel()
+		s, err := session.New(octx, wc, session.Options{Namespace: o.ns, TTL: o.ttl, Owner: "bench"})
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		return &lhProc{kind: kind, c: wc, cnt: cnt, s: s, pools: map[string]bool{}}, nil
+	}
+}
+
+func (p *lhProc) counter() *counter { return p.cnt }
+
+func (p *lhProc) Close() error {
+	err := p.s.Close()
+	p.c.Close()
+	return err
+}
+
+func (p *lhProc) acquire(ctx context.Context, key string, wait bool) (*session.Hold, error) {
+	switch p.kind {
+	case "mutex":
+		m := mutex.New(p.s, key)
+		if wait {
+			return m.Lock(ctx)
+		}
+		return m.TryLock(ctx)
+	case "semaphore":
+		s := semaphore.New(p.s, key, 1)
+		if wait {
+			return s.Acquire(ctx, 1)
+		}
+		return s.TryAcquire(ctx, 1)
+	case "pool":
+		pl := pool.New(p.s, key)
+		p.mu.Lock()
+		added := p.pools[key]
+		p.mu.Unlock()
+		if !added {
+			actx, cancel := callCtx(ctx)
+			err := pl.Add(actx, "m")
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			p.mu.Lock()
+			p.pools[key] = true
+			p.mu.Unlock()
+		}
+		if wait {
+			return pl.Acquire(ctx)
+		}
+		return pl.TryAcquire(ctx)
+	}
+	return nil, fmt.Errorf("unknown kind %q", p.kind)
+}
+
+func (p *lhProc) hold(ctx context.Context, key string, wait bool) (*session.Hold, unlocker, error) {
+	h, err := p.acquire(ctx, key, wait)
+	if errors.Is(err, mutex.ErrLocked) || errors.Is(err, semaphore.ErrNoPermits) || errors.Is(err, pool.ErrExhausted) {
+		return nil, nil, errBusy
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, func(ctx context.Context) error {
+		ctx, cancel := callCtx(ctx)
+		defer cancel()
+		return h.Release(ctx)
+	}, nil
+}
+
+// tryHold takes key without waiting and returns the hold.
+func (p *lhProc) tryHold(ctx context.Context, key string) (*session.Hold, error) {
+	h, _, err := p.hold(ctx, key, false)
+	return h, err
+}
+
+func (p *lhProc) Lock(ctx context.Context, key string) (unlocker, error) {
+	_, u, err := p.hold(ctx, key, true)
+	return u, err
+}
+
+func (p *lhProc) TryLock(ctx context.Context, key string) (unlocker, error) {
+	_, u, err := p.hold(ctx, key, false)
+	return u, err
+}
+
+// ---- rueidislock ----
+
+type rlProc struct {
+	l   rueidislock.Locker
+	cnt *counter
+	ns  string
+}
+
+func openRueidislock(majority int32) func(ctx context.Context, addr string, o procOpts) (proc, error) {
+	return func(ctx context.Context, addr string, o procOpts) (proc, error) {
+		cnt := &counter{}
+		opt := rueidisOpt(addr, o)
+		opt.DisableCache = false // its default: wake-ups come from client-side caching invalidations
+		l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+			ClientOption: opt,
+			KeyMajority:  majority,
+			ClientBuilder: func(o rueidis.ClientOption) (rueidis.Client, error) {
+				c, err := rueidis.NewClient(o)
+				if err != nil {
+					return nil, err
+				}
+				return wrap(c, cnt), nil
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &rlProc{l: l, cnt: cnt, ns: o.ns}, nil
+	}
+}
+
+func (p *rlProc) counter() *counter { return p.cnt }
+func (p *rlProc) Close() error      { p.l.Close(); return nil }
+
+func (p *rlProc) Lock(ctx context.Context, key string) (unlocker, error) {
+	_, cancel, err := p.l.WithContext(ctx, p.ns+":"+key)
+	if err != nil {
+		return nil, err
+	}
+	return func(context.Context) error { cancel(); return nil }, nil
+}
+
+func (p *rlProc) TryLock(ctx context.Context, key string) (unlocker, error) {
+	_, cancel, err := p.l.TryWithContext(ctx, p.ns+":"+key)
+	if errors.Is(err, rueidislock.ErrNotLocked) {
+		return nil, errBusy
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func(context.Context) error { cancel(); return nil }, nil
+}
+
+// lockCtx acquires and also returns the lock's context (the loss signal).
+func (p *rlProc) lockCtx(ctx context.Context, key string) (context.Context, context.CancelFunc, error) {
+	return p.l.WithContext(ctx, p.ns+":"+key)
+}
+
+// ---- redsync (go-redis v9) ----
+
+type rsProc struct {
+	rc   *redis.Client
+	rs   *redsync.Redsync
+	cnt  *counter
+	ns   string
+	opts []redsync.Option
+}
+
+func newGoRedis(addr string, cnt *counter) *redis.Client {
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	rc.AddHook(goRedisHook{cnt})
+	return rc
+}
+
+func openRedsync(fast bool) func(ctx context.Context, addr string, o procOpts) (proc, error) {
+	return func(ctx context.Context, addr string, o procOpts) (proc, error) {
+		cnt := &counter{}
+		rc := newGoRedis(addr, cnt)
+		p := &rsProc{rc: rc, rs: redsync.New(goredis.NewPool(rc)), cnt: cnt, ns: o.ns}
+		if fast {
+			p.opts = []redsync.Option{redsync.WithRetryDelay(time.Millisecond)}
+		}
+		return p, nil
+	}
+}
+
+func (p *rsProc) counter() *counter { return p.cnt }
+func (p *rsProc) Close() error      { return p.rc.Close() }
+
+func (p *rsProc) unlock(m *redsync.Mutex) unlocker {
+	return func(ctx context.Context) error {
+		ctx, cancel := callCtx(ctx)
+		defer cancel()
+		ok, err := m.UnlockContext(ctx)
+		if err == nil && !ok {
+			err = errors.New("redsync: unlock failed")
+		}
+		return err
+	}
+}
+
+func (p *rsProc) Lock(ctx context.Context, key string) (unlocker, error) {
+	m := p.rs.NewMutex(p.ns+":"+key, p.opts...)
+	if err := m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return p.unlock(m), nil
+}
+
+func (p *rsProc) TryLock(ctx context.Context, key string) (unlocker, error) {
+	m := p.rs.NewMutex(p.ns+":"+key, p.opts...)
+	err := m.TryLockContext(ctx)
+	var taken *redsync.ErrTaken
+	if errors.As(err, &taken) || errors.Is(err, redsync.ErrFailed) {
+		return nil, errBusy
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p.unlock(m), nil
+}
+
+// ---- bsm/redislock (go-redis v9) ----
+
+type rlkProc struct {
+	rc  *redis.Client
+	c   *redislock.Client
+	cnt *counter
+	ns  string
+}
+
+func openRedislock(ctx context.Context, addr string, o procOpts) (proc, error) {
+	cnt := &counter{}
+	rc := newGoRedis(addr, cnt)
+	return &rlkProc{rc: rc, c: redislock.New(rc), cnt: cnt, ns: o.ns}, nil
+}
+
+func (p *rlkProc) counter() *counter { return p.cnt }
+func (p *rlkProc) Close() error      { return p.rc.Close() }
+
+const peerTTL = 10 * time.Second
+
+func (p *rlkProc) unlock(l *redislock.Lock) unlocker {
+	return func(ctx context.Context) error {
+		ctx, cancel := callCtx(ctx)
+		defer cancel()
+		return l.Release(ctx)
+	}
+}
+
+func (p *rlkProc) Lock(ctx context.Context, key string) (unlocker, error) {
+	for {
+		// Obtain gives up after the TTL when ctx has no deadline: try again.
+		l, err := p.c.Obtain(ctx, p.ns+":"+key, peerTTL,
+			&redislock.Options{RetryStrategy: redislock.LinearBackoff(time.Millisecond)})
+		if ctx.Err() == nil && (errors.Is(err, redislock.ErrNotObtained) || errors.Is(err, context.DeadlineExceeded)) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return p.unlock(l), nil
+	}
+}
+
+func (p *rlkProc) TryLock(ctx context.Context, key string) (unlocker, error) {
+	cctx, cancel := callCtx(ctx)
+	defer cancel()
+	l, err := p.c.Obtain(cctx, p.ns+":"+key, peerTTL, nil)
+	if errors.Is(err, redislock.ErrNotObtained) {
+		return nil, errBusy
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p.unlock(l), nil
+}

@@ -1,0 +1,575 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+)
+
+type envInfo struct {
+	Date       string
+	GoVersion  string
+	GOMAXPROCS int
+	NumCPU     int
+	CPU        string
+	Redis      string
+	OS         string
+	LoadStart  string // /proc/loadavg when the run started: other work on the machine
+	LoadEnd    string
+}
+
+type results struct {
+	Env           envInfo
+	Config        config
+	Elapsed       string
+	Uncontended   []uncRow
+	Contended     []contRow
+	TryLock       []tryRow
+	Heartbeat     []hbRow
+	Scale         *scaleResult `json:",omitempty"`
+	Loss          []lossRow
+	Targets       []target
+	HarnessErrors []string
+}
+
+type target struct {
+	Target   string
+	Measured string
+	Status   string // MET, MISSED, or n/a
+	Detail   string `json:",omitempty"`
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// medianOf returns, field by field, the median over rounds of a struct of
+// float64 fields; error and overlap counts are summed instead.
+func medianOf[T any](rounds []T) T {
+	var out T
+	if len(rounds) == 0 {
+		return out
+	}
+	ov := reflect.ValueOf(&out).Elem()
+	t := ov.Type()
+	for i := range t.NumField() {
+		if t.Field(i).Type.Kind() != reflect.Float64 {
+			continue
+		}
+		name := t.Field(i).Name
+		xs := make([]float64, len(rounds))
+		for j, r := range rounds {
+			xs[j] = reflect.ValueOf(r).Field(i).Float()
+		}
+		if strings.HasSuffix(name, "Errors") || name == "Overlaps" {
+			var s float64
+			for _, x := range xs {
+				s += x
+			}
+			ov.Field(i).SetFloat(s)
+			continue
+		}
+		ov.Field(i).SetFloat(median(xs))
+	}
+	return out
+}
+
+// ---- targets ----
+
+func (h *harness) row(name string) (uncRow, bool) {
+	for _, r := range h.res.Uncontended {
+		if r.Contender == name {
+			return r, r.Err == "" && len(r.Serial) > 0
+		}
+	}
+	return uncRow{}, false
+}
+
+func (h *harness) cont(name string) (contRow, bool) {
+	for _, r := range h.res.Contended {
+		if r.Contender == name {
+			return r, r.Err == "" && len(r.Rounds) > 0
+		}
+	}
+	return contRow{}, false
+}
+
+func (h *harness) try(name string) (tryRow, bool) {
+	for _, r := range h.res.TryLock {
+		if r.Contender == name {
+			return r, r.Err == "" && len(r.Rounds) > 0
+		}
+	}
+	return tryRow{}, false
+}
+
+const (
+	lh  = "leasehold mutex"
+	raw = "raw SET NX PX + CAD"
+)
+
+// atLeast and atMost build a target verdict with the shortfall.
+func atLeast(name string, got, want float64, unit, measured string) target {
+	t := target{Target: name, Measured: measured}
+	if got >= want {
+		t.Status = "MET"
+	} else {
+		t.Status = "MISSED"
+		t.Detail = fmt.Sprintf("short by %s%s (%.1f%% below)", num(want-got), unit, 100*(want-got)/want)
+	}
+	return t
+}
+
+func atMost(name string, got, want float64, unit, measured string) target {
+	t := target{Target: name, Measured: measured}
+	if got <= want {
+		t.Status = "MET"
+	} else {
+		t.Status = "MISSED"
+		over := "n/a"
+		if want > 0 {
+			over = fmt.Sprintf("%.1f%% above", 100*(got-want)/want)
+		}
+		t.Detail = fmt.Sprintf("over by %s%s (%s)", num(got-want), unit, over)
+	}
+	return t
+}
+
+func notMeasured(name, why string) target {
+	return target{Target: name, Measured: "not measured", Status: "n/a", Detail: why}
+}
+
+func (h *harness) targets() []target {
+	var ts []target
+	l, lok := h.row(lh)
+	r, rok := h.row(raw)
+	if lok && rok {
+		x := l.SerialMed.OpsPerSec / r.SerialMed.OpsPerSec
+		ts = append(ts, atLeast("uncontended serial lock+release >= 0.9x raw", x, 0.9, "x",
+			fmt.Sprintf("%.2fx (%s vs %s ops/s)", x, num(l.SerialMed.OpsPerSec), num(r.SerialMed.OpsPerSec))))
+		x = l.ParallelMed.OpsPerSec / r.ParallelMed.OpsPerSec
+		ts = append(ts, atLeast(fmt.Sprintf("uncontended %d-goroutine lock+release >= 0.9x raw", h.cfg.Workers), x, 0.9, "x",
+			fmt.Sprintf("%.2fx (%s vs %s ops/s)", x, num(l.ParallelMed.OpsPerSec), num(r.ParallelMed.OpsPerSec))))
+		var ops, reqs, beats float64
+		exact := true
+		for _, u := range append(slices.Clone(l.Serial), l.Parallel...) {
+			ops, reqs, beats = ops+u.Ops, reqs+u.Reqs, beats+u.Heartbeats
+			exact = exact && u.Reqs == 2*u.Ops
+		}
+		t := target{Target: "exactly 2 client requests per lock+release",
+			Measured: fmt.Sprintf("%s requests for %s lock+release over all rounds (%.4f each; heartbeats apart: %s)",
+				num(reqs), num(ops), reqs/ops, num(beats))}
+		if exact {
+			t.Status = "MET"
+		} else {
+			t.Status = "MISSED"
+			t.Detail = fmt.Sprintf("%s requests more than 2 per lock+release", num(reqs-2*ops))
+		}
+		ts = append(ts, t)
+	} else {
+		ts = append(ts, notMeasured("uncontended lock+release >= 0.9x raw; 2 requests", "uncontended scenario not run or failed"))
+	}
+
+	lc, lcok := h.cont(lh)
+	if lcok {
+		best, bestName := 0.0, ""
+		for _, c := range h.res.Contended {
+			if c.Group == "peer" && c.Err == "" && c.Med.HandoffsPerSec > best {
+				best, bestName = c.Med.HandoffsPerSec, c.Contender
+			}
+		}
+		if bestName != "" {
+			x := lc.Med.HandoffsPerSec / best
+			t := atLeast("contended hand-offs/s >= 1.5x the best peer", x, 1.5, "x",
+				fmt.Sprintf("%.2fx (%s vs %s, %s hand-offs/s)", x, num(lc.Med.HandoffsPerSec), bestName, num(best)))
+			// Counted as acquisitions (re-acquisitions by the releasing
+			// worker included), peers that keep the lock look better.
+			bestAcq, bestAcqName := 0.0, ""
+			for _, c := range h.res.Contended {
+				if c.Group == "peer" && c.Err == "" && c.Med.AcqPerSec > bestAcq {
+					bestAcq, bestAcqName = c.Med.AcqPerSec, c.Contender
+				}
+			}
+			t.Measured += fmt.Sprintf("; counting re-acquisitions too: %.2fx (%s vs %s, %s acquisitions/s)",
+				lc.Med.AcqPerSec/bestAcq, num(lc.Med.AcqPerSec), bestAcqName, num(bestAcq))
+			ts = append(ts, t)
+		}
+		if lt, ok := h.try(lh); ok {
+			ts = append(ts, atMost("release-to-next-owner gap p50 <= one round trip (failed TryLock p50)",
+				lc.Med.GapP50us, lt.Med.P50us, " µs",
+				fmt.Sprintf("gap p50 %.0f µs vs failed TryLock p50 %.0f µs (a PING under the contended load: p50 %.0f µs)",
+					lc.Med.GapP50us, lt.Med.P50us, lc.Med.PingP50us)))
+		} else {
+			ts = append(ts, notMeasured("release-to-next-owner gap p50 <= one round trip", "trylock scenario not run"))
+		}
+		ts = append(ts, atMost("re-acquisition by the releasing worker <= 5%", lc.Med.ReacqPct, 5, " points",
+			fmt.Sprintf("%.2f%%", lc.Med.ReacqPct)))
+		ts = append(ts, atMost("client requests per hand-off <= 2", lc.Med.ReqPerHandoff, 2, "",
+			fmt.Sprintf("%.3f (+ %.4f heartbeats per hand-off, sent by the sessions whatever the hand-offs)", lc.Med.ReqPerHandoff, lc.Med.BeatsPerHandoff)))
+		var polling float64
+		for _, rr := range lc.Rounds {
+			polling = max(polling, rr.PollingLocksPct)
+		}
+		ts = append(ts, atMost("no request from a waiter while it waits", polling, 0, "% of Lock calls",
+			fmt.Sprintf("requests per Lock %.3f; Lock calls with more than 1 request: %.3f%% (worst round)", lc.Med.ReqPerLock, polling)))
+		if lc.Med.Overlaps > 0 {
+			ts = append(ts, target{Target: "mutual exclusion (no overlapping holders)", Measured: num(lc.Med.Overlaps) + " overlaps", Status: "MISSED"})
+		}
+	} else {
+		ts = append(ts, notMeasured("contended targets", "contended scenario not run or failed"))
+	}
+
+	var hb10k *hbRow
+	for i := range h.res.Heartbeat {
+		if h.res.Heartbeat[i].Holds == 10000 {
+			hb10k = &h.res.Heartbeat[i]
+		}
+	}
+	if hb10k != nil && hb10k.Err == "" && len(hb10k.Rounds) > 0 {
+		worst := 0.0
+		for _, r := range hb10k.Rounds {
+			worst = max(worst, r.ReqPerBeat)
+		}
+		ts = append(ts, atMost("heartbeat: 1 request per heartbeat at 10,000 holds", worst, 1, " requests",
+			fmt.Sprintf("%.2f requests per heartbeat (worst round), %.2f heartbeats per interval; Redis %.1f µs per heartbeat",
+				worst, hb10k.Med.BeatsPerInt, hb10k.Med.SrvUsPerBeat)))
+	} else {
+		ts = append(ts, notMeasured("heartbeat at 10,000 holds", "heartbeat scenario not run or failed"))
+	}
+
+	if s := h.res.Scale; s != nil && s.Err == "" {
+		t := target{Target: fmt.Sprintf("%s sessions x %d holds, heartbeat %s, %s: no lease lost", count(s.Sessions), s.HoldsPerSession, s.Heartbeat, s.Duration),
+			Measured: fmt.Sprintf("%d leases, %d holds lost; Redis CPU %.1f%%", s.LeasesLost, s.HoldsLost, s.RedisCPUPct)}
+		if s.LeasesLost == 0 && s.HoldsLost == 0 {
+			t.Status = "MET"
+		} else {
+			t.Status = "MISSED"
+			t.Detail = fmt.Sprintf("%d leases lost", s.LeasesLost)
+		}
+		if s.Sessions < 1000 || h.cfg.ScaleDuration < 60*time.Second {
+			t.Detail = strings.TrimSpace(t.Detail + " shortened run: the target is 1,000 sessions for 60 s")
+		}
+		ts = append(ts, t)
+	} else {
+		ts = append(ts, notMeasured("1,000 sessions x 10 holds: no lease lost", "scale scenario not run or failed"))
+	}
+
+	for _, l := range h.res.Loss {
+		if l.Contender != lh {
+			continue
+		}
+		if l.Err != "" || len(l.Rounds) == 0 {
+			ts = append(ts, notMeasured("loss detection margin > 0 in every run", "loss scenario failed"))
+			continue
+		}
+		t := target{Target: "loss detection margin > 0 in every run",
+			Measured: fmt.Sprintf("min %.1f ms, median %.1f ms over %d runs", l.MinMs, l.MedMs, len(l.Rounds))}
+		if l.MinMs > 0 {
+			t.Status = "MET"
+		} else {
+			t.Status = "MISSED"
+			t.Detail = fmt.Sprintf("worst run %.1f ms", l.MinMs)
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// ---- markdown ----
+
+// num formats a number compactly: 12345 -> "12,345", 12.3456 -> "12.3".
+func num(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	switch ax := math.Abs(x); {
+	case ax >= 1000:
+		s := fmt.Sprintf("%.0f", x)
+		neg := strings.HasPrefix(s, "-")
+		s = strings.TrimPrefix(s, "-")
+		var b strings.Builder
+		for i, c := range s {
+			if i > 0 && (len(s)-i)%3 == 0 {
+				b.WriteByte(',')
+			}
+			b.WriteRune(c)
+		}
+		if neg {
+			return "-" + b.String()
+		}
+		return b.String()
+	case ax >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case ax >= 10:
+		return fmt.Sprintf("%.1f", x)
+	default:
+		return fmt.Sprintf("%.2f", x)
+	}
+}
+
+// count formats an integer with thousands separators.
+func count(n int) string {
+	if n < 1000 && n > -1000 {
+		return fmt.Sprint(n)
+	}
+	return num(float64(n))
+}
+
+func ratio(a, b float64) string {
+	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+type table struct {
+	b    *strings.Builder
+	cols int
+}
+
+func newTable(b *strings.Builder, head ...string) table {
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
+	for range head {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	return table{b, len(head)}
+}
+
+func (t table) row(cells ...string) {
+	for len(cells) < t.cols {
+		cells = append(cells, "")
+	}
+	t.b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+}
+
+func (h *harness) markdown() string {
+	var b strings.Builder
+	e, c := h.res.Env, h.cfg
+	fmt.Fprintf(&b, "# leasehold bench (%s mode)\n\n", modeName(c))
+	fmt.Fprintf(&b, "%s · %s · %d CPUs (GOMAXPROCS %d) · %s · Redis %s · %s · %d rounds, medians · took %s\n\n",
+		e.Date, e.CPU, e.NumCPU, e.GOMAXPROCS, e.GoVersion, e.Redis, e.OS, c.Rounds, h.res.Elapsed)
+	if e.LoadStart != "" {
+		fmt.Fprintf(&b, "Load average (1, 5, 15 min) at start %s, at end %s: anything above ~0.1 is other work sharing the 2 CPUs with the bench.\n\n", e.LoadStart, e.LoadEnd)
+	}
+	b.WriteString("Ratios are against the raw baseline (rueidis SET NX PX + compare-and-delete) of the same run. " +
+		"`req` counts client requests (commands sent), `srv cmd` the commands Redis executed (those inside scripts too, from INFO commandstats).\n\n")
+
+	b.WriteString("## Targets\n\n")
+	t := newTable(&b, "target", "measured", "status")
+	for _, x := range h.res.Targets {
+		st := x.Status
+		if x.Detail != "" {
+			st += ": " + x.Detail
+		}
+		t.row(x.Target, x.Measured, st)
+	}
+	b.WriteString("\n")
+
+	if len(h.res.Uncontended) > 0 {
+		var rawS, rawP float64 = math.NaN(), math.NaN()
+		if r, ok := h.row(raw); ok {
+			rawS, rawP = r.SerialMed.OpsPerSec, r.ParallelMed.OpsPerSec
+		}
+		fmt.Fprintf(&b, "## Uncontended lock+release\n\nSerial: one goroutine, one key. Parallel: %d goroutines on one client, each on its own key. %v window per run.\n\n", c.Workers, c.Duration)
+		t := newTable(&b, "contender", "serial ops/s", "x raw", "req/op", "srv cmd/op", "client CPU µs/op", "Redis CPU µs/op",
+			"parallel ops/s", "x raw", "req/op", "client CPU µs/op", "Redis CPU µs/op", "errors")
+		for _, r := range h.res.Uncontended {
+			if r.Err != "" && len(r.Serial) == 0 {
+				t.row(r.Contender, "ERROR: "+r.Err)
+				continue
+			}
+			s, p := r.SerialMed, r.ParallelMed
+			t.row(r.Contender, num(s.OpsPerSec), ratio(s.OpsPerSec, rawS), num(s.ReqPerOp), num(s.SrvCmdPerOp), num(s.ClientCPUus), num(s.SrvCPUus),
+				num(p.OpsPerSec), ratio(p.OpsPerSec, rawP), num(p.ReqPerOp), num(p.ClientCPUus), num(p.SrvCPUus), count(int(s.Errors+p.Errors)))
+		}
+		b.WriteString("\nRedis commands per serial lock+release (last round; commands inside scripts included):\n\n")
+		for _, r := range h.res.Uncontended {
+			if len(r.SerialMed.ServerCommands) == 0 {
+				continue
+			}
+			var parts []string
+			for k, v := range r.SerialMed.ServerCommands {
+				if v >= 0.05 {
+					parts = append(parts, fmt.Sprintf("%s %s", k, num(v)))
+				}
+			}
+			slices.Sort(parts)
+			fmt.Fprintf(&b, "- %s: %s\n", r.Contender, strings.Join(parts, ", "))
+		}
+		b.WriteString("\n")
+	}
+
+	if len(h.res.Contended) > 0 {
+		rawH := math.NaN()
+		if r, ok := h.cont(raw); ok {
+			rawH = r.Med.HandoffsPerSec
+		}
+		fmt.Fprintf(&b, "## Contended: %d holders on one key, hold %v (%s), each holder with its own client\n\n", c.Holders, c.Hold, c.HoldMode)
+		b.WriteString("A hand-off is an acquisition by another worker than the one that released last; `re-acq` is the share of acquisitions by the releasing worker. " +
+			"The gap runs from the releaser calling Release to the next owner's Lock returning (monotonic clock, one process). " +
+			"`PING under load` is a round trip of a separate client, every 2 ms during the window. " +
+			"`req/Lock` counts the requests a worker sent during one Lock call (heartbeats excluded); `polling Locks` the share of Lock calls that sent more than one. " +
+			"Client CPU leaves out the holders' busy-wait.\n\n")
+		t := newTable(&b, "contender", "hand-offs/s", "x raw", "acq/s", "re-acq", "gap p50 µs", "gap p99 µs", "Release call p50 µs", "PING p50 µs under load", "req/hand-off", "req/Lock", "polling Locks",
+			"srv cmd/hand-off", "client CPU µs/acq", "Redis CPU µs/acq", "hold µs", "errors")
+		for _, r := range h.res.Contended {
+			if r.Err != "" && len(r.Rounds) == 0 {
+				t.row(r.Contender, "ERROR: "+r.Err)
+				continue
+			}
+			m := r.Med
+			errs := count(int(m.LockErrors + m.ReleaseErrors))
+			if m.Overlaps > 0 {
+				errs += fmt.Sprintf(", %s OVERLAPS", num(m.Overlaps))
+			}
+			t.row(r.Contender, num(m.HandoffsPerSec), ratio(m.HandoffsPerSec, rawH), num(m.AcqPerSec), fmt.Sprintf("%.1f%%", m.ReacqPct),
+				num(m.GapP50us), num(m.GapP99us), num(m.ReleaseP50us), num(m.PingP50us), num(m.ReqPerHandoff), num(m.ReqPerLock), fmt.Sprintf("%.1f%%", m.PollingLocksPct),
+				num(m.SrvCmdPerHandoff), num(m.ClientCPUus), num(m.SrvCPUus), num(m.HoldUs), errs)
+		}
+		b.WriteString("\n")
+	}
+
+	if len(h.res.TryLock) > 0 {
+		rawP := math.NaN()
+		if r, ok := h.try(raw); ok {
+			rawP = r.Med.P50us
+		}
+		fmt.Fprintf(&b, "## Failed TryLock (key held by another client)\n\n")
+		t := newTable(&b, "contender", "p50 µs", "x raw", "p99 µs", "ops/s", "req/op", "errors")
+		for _, r := range h.res.TryLock {
+			if r.Err != "" && len(r.Rounds) == 0 {
+				t.row(r.Contender, "ERROR: "+r.Err)
+				continue
+			}
+			m := r.Med
+			t.row(r.Contender, num(m.P50us), ratio(m.P50us, rawP), num(m.P99us), num(m.OpsPerSec), num(m.ReqPerOp), count(int(m.Errors)))
+		}
+		b.WriteString("\n")
+	}
+
+	if len(h.res.Heartbeat) > 0 {
+		fmt.Fprintf(&b, "## Heartbeat cost versus holds per session (leasehold)\n\nOne session, TTL %v (heartbeat every %v), %v window.\n\n", hbTTL, hbTTL/3, c.HBWindow)
+		t := newTable(&b, "holds", "heartbeats seen", "heartbeats per interval", "requests per heartbeat", "Redis µs per heartbeat", "script calls per heartbeat")
+		for _, r := range h.res.Heartbeat {
+			if r.Err != "" && len(r.Rounds) == 0 {
+				t.row(count(r.Holds), "ERROR: "+r.Err)
+				continue
+			}
+			m := r.Med
+			t.row(count(r.Holds), count(int(m.Beats)), num(m.BeatsPerInt), num(m.ReqPerBeat), num(m.SrvUsPerBeat), num(m.SrvCallsPerBeat))
+		}
+		b.WriteString("\n")
+	}
+
+	if s := h.res.Scale; s != nil {
+		fmt.Fprintf(&b, "## Scale (leasehold)\n\n")
+		if s.Err != "" {
+			fmt.Fprintf(&b, "ERROR: %s\n\n", s.Err)
+		} else {
+			t := newTable(&b, "sessions", "holds each", "TTL / heartbeat", "duration", "leases lost", "holds lost", "Redis CPU", "client CPU",
+				"heartbeats/s", "Redis µs/heartbeat", "heartbeat RTT p50 / p99 / max µs", "least slack before a deadline")
+			t.row(count(s.Sessions), count(s.HoldsPerSession), s.TTL+" / "+s.Heartbeat, s.Duration,
+				fmt.Sprint(s.LeasesLost), fmt.Sprint(s.HoldsLost), fmt.Sprintf("%.1f%%", s.RedisCPUPct), fmt.Sprintf("%.1f%%", s.ClientCPUPct),
+				num(s.HeartbeatsPerS), num(s.SrvUsPerBeat), num(s.BeatP50us)+" / "+num(s.BeatP99us)+" / "+num(s.BeatMaxus),
+				fmt.Sprintf("%.0f ms", s.MinSlackMs))
+			b.WriteString("\n")
+		}
+	}
+
+	if len(h.res.Loss) > 0 {
+		b.WriteString("## Lock-loss detection: Redis SIGSTOPped while holding\n\n" +
+			"margin = moment the lock's key(s) expire on the server (PEXPIRETIME read just before SIGSTOP) − moment the holder's context is canceled. " +
+			"Positive: the holder knew before anyone else could be granted the lock.\n\n")
+		t := newTable(&b, "contender", "runs", "margin min / median / max ms", "signal after SIGSTOP ms (median)", "setup")
+		for _, l := range h.res.Loss {
+			switch {
+			case l.NA != "":
+				t.row(l.Contender, "-", "n/a", "-", l.NA)
+			case l.Err != "" && len(l.Rounds) == 0:
+				t.row(l.Contender, "-", "ERROR: "+l.Err)
+			default:
+				var sig []float64
+				nosig := 0
+				for _, r := range l.Rounds {
+					sig = append(sig, r.SignalMs)
+					if r.NoSignal {
+						nosig++
+					}
+				}
+				mm := fmt.Sprintf("%s / %s / %s", num(l.MinMs), num(l.MedMs), num(l.MaxMs))
+				if nosig > 0 {
+					mm += fmt.Sprintf(" (%d runs without any signal)", nosig)
+				}
+				t.row(l.Contender, fmt.Sprint(len(l.Rounds)), mm, num(median(sig)), l.Note)
+			}
+		}
+		b.WriteString("\n")
+	}
+
+	var errLines []string
+	addErrs := func(scen, who string, samples []string) {
+		for _, e := range samples {
+			errLines = append(errLines, fmt.Sprintf("- %s, %s: %s", scen, who, e))
+		}
+	}
+	for _, r := range h.res.Uncontended {
+		for _, u := range append(slices.Clone(r.Serial), r.Parallel...) {
+			addErrs("uncontended", r.Contender, u.ErrorSamples)
+		}
+	}
+	for _, r := range h.res.Contended {
+		for _, u := range r.Rounds {
+			addErrs("contended", r.Contender, u.ErrorSamples)
+		}
+	}
+	for _, r := range h.res.TryLock {
+		for _, u := range r.Rounds {
+			addErrs("failed TryLock", r.Contender, u.ErrorSamples)
+		}
+	}
+	if len(errLines) > 0 {
+		slices.Sort(errLines)
+		b.WriteString("## Errors the contenders returned (samples)\n\n" + strings.Join(slices.Compact(errLines), "\n") + "\n\n")
+	}
+
+	var notes []string
+	for _, x := range contenders() {
+		if x.note != "" {
+			notes = append(notes, fmt.Sprintf("- %s: %s", x.name, x.note))
+		}
+	}
+	b.WriteString("## Contenders\n\n" + strings.Join(notes, "\n") + "\n")
+	if len(h.res.HarnessErrors) > 0 {
+		b.WriteString("\n## Harness errors\n\n- " + strings.Join(h.res.HarnessErrors, "\n- ") + "\n")
+	}
+	return b.String()
+}
+
+func (h *harness) write(md string) error {
+	if err := os.MkdirAll(h.cfg.Out, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(h.res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(h.cfg.Out, "latest.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(h.cfg.Out, "latest.md"), []byte(md), 0o644)
+}

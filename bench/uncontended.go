@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Uncontended lock+release.
+
+type uncRun struct {
+	OpsPerSec   float64 // lock+release pairs per second
+	ReqPerOp    float64 // client requests per lock+release
+	SrvCmdPerOp float64 // server commands (inside scripts too) per lock+release
+	ClientCPUus float64 // bench process CPU per lock+release, µs
+	SrvCPUus    float64 // redis-server CPU per lock+release, µs
+	Errors      float64
+	Ops         float64 // lock+release pairs counted
+	Reqs        float64 // requests they sent, heartbeats apart
+	Heartbeats  float64 // heartbeats sent meanwhile (leasehold)
+	// Commands Redis ran per lock+release, by name (scripts' inner calls
+	// included), and a few of the errors seen; not part of the medians.
+	ServerCommands map[string]float64 `json:",omitempty"`
+	ErrorSamples   []string           `json:",omitempty"`
+}
+
+type uncRow struct {
+	Contender   string
+	Group       string
+	Note        string
+	Serial      []uncRun
+	Parallel    []uncRun
+	SerialMed   uncRun
+	ParallelMed uncRun
+	Err         string `json:",omitempty"`
+}
+
+func (h *harness) runUncontended(ctx context.Context) {
+	cs := contenders()
+	rows := make([]*uncRow, len(cs))
+	for i, c := range cs {
+		rows[i] = &uncRow{Contender: c.name, Group: c.group, Note: c.note}
+	}
+	for r := range h.cfg.Rounds {
+		for _, i := range order(indexes(len(cs)), r) {
+			c, row := cs[i], rows[i]
+			if row.Err != "" {
+				continue
+			}
+			for _, par := range []bool{false, true} {
+				u, err := h.uncontended(ctx, c, par, r)
+				if err != nil {
+					row.Err = err.Error()
+					h.harnessErr("uncontended %s: %v", c.name, err)
+					break
+				}
+				if par {
+					row.Parallel = append(row.Parallel, u)
+				} else {
+					row.Serial = append(row.Serial, u)
+				}
+			}
+		}
+		h.logf("uncontended round %d/%d done", r+1, h.cfg.Rounds)
+	}
+	for _, row := range rows {
+		row.SerialMed = medianOf(row.Serial)
+		row.ParallelMed = medianOf(row.Parallel)
+		if n := len(row.Serial); n > 0 {
+			row.SerialMed.ServerCommands = row.Serial[n-1].ServerCommands
+		}
+		h.res.Uncontended = append(h.res.Uncontended, *row)
+	}
+}
+
+func indexes(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// uncontended runs lock+release in a loop: one goroutine on one key, or
+// Workers goroutines each on its own key, all sharing one proc (one client).
+// The workers warm up, park, and are counted from a common start until a
+// stop flag, so that the snapshots around the counted phase see no request
+// in flight: requests per lock+release are exact, not window-edge estimates.
+func (h *harness) uncontended(ctx context.Context, c contender, parallel bool, round int) (uncRun, error) {
+	if err := h.adm.flush(ctx); err != nil {
+		return uncRun{}, err
+	}
+	ps, err := h.openProcs(ctx, c, 1, procOpts{ns: h.ns()})
+	if err != nil {
+		return uncRun{}, err
+	}
+	defer h.closeProcs(c, ps)
+	p := ps[0]
+	n := 1
+	if parallel {
+		n = h.cfg.Workers
+	}
+	scen := "uncontended-serial"
+	if parallel {
+		scen = "uncontended-parallel"
+	}
+	var (
+		ops, errs      atomic.Int64
+		warmDone, stop atomic.Bool
+		parked, wg     sync.WaitGroup
+		release        = make(chan struct{})
+		samples        errSamples
+	)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	parked.Add(n)
+	for g := range n {
+		key := fmt.Sprintf("u%d", g)
+		op := func() error {
+			u, err := p.Lock(wctx, key)
+			if err != nil {
+				return err
+			}
+			return u(context.Background())
+		}
+		wg.Go(func() {
+			for !warmDone.Load() && wctx.Err() == nil {
+				_ = op()
+			}
+			parked.Done()
+			select {
+			case <-release:
+			case <-wctx.Done():
+				return
+			}
+			for !stop.Load() && wctx.Err() == nil {
+				if err := op(); err != nil {
+					if wctx.Err() == nil {
+						errs.Add(1)
+						samples.add(err)
+						_ = sleepCtx(wctx, time.Millisecond)
+					}
+					continue
+				}
+				ops.Add(1)
+			}
+		})
+	}
+	fail := func(err error) (uncRun, error) {
+		cancel()
+		if !waitTimeout(&wg, 30*time.Second) {
+			h.harnessErr("%s %s: workers did not end within 30s", scen, c.name)
+		}
+		return uncRun{}, err
+	}
+	if err := sleepCtx(ctx, h.cfg.Warmup); err != nil {
+		return fail(err)
+	}
+	warmDone.Store(true)
+	if !waitTimeout(&parked, 30*time.Second) {
+		return fail(errors.New("warm-up did not end within 30s"))
+	}
+	a, err := h.snap(ctx, ps)
+	if err != nil {
+		return fail(err)
+	}
+	stopProf := startProfile(h.profPath(scen, c, round))
+	t0 := time.Now()
+	close(release)
+	if err := sleepCtx(ctx, h.cfg.Duration); err != nil {
+		stopProf()
+		return fail(err)
+	}
+	stop.Store(true)
+	if !waitTimeout(&wg, 30*time.Second) {
+		stopProf()
+		h.harnessErr("%s %s: workers did not end within 30s", scen, c.name)
+		return uncRun{}, errors.New("workers did not end")
+	}
+	d := time.Since(t0)
+	stopProf()
+	b, err := h.snap(ctx, ps)
+	if err != nil {
+		return uncRun{}, err
+	}
+	o := float64(ops.Load())
+	if o == 0 {
+		return uncRun{}, fmt.Errorf("no lock+release completed (%d errors: %v)", errs.Load(), samples.list())
+	}
+	srv := b.srv.sub(a.srv)
+	reqs := float64((b.reqs - b.lease) - (a.reqs - a.lease))
+	return uncRun{
+		OpsPerSec:      o / d.Seconds(),
+		ReqPerOp:       reqs / o,
+		SrvCmdPerOp:    float64(srv.commands) / o,
+		ClientCPUus:    float64((b.cpu - a.cpu).Microseconds()) / o,
+		SrvCPUus:       srv.cpu * 1e6 / o,
+		Errors:         float64(errs.Load()),
+		Ops:            o,
+		Reqs:           reqs,
+		Heartbeats:     float64(b.lease - a.lease),
+		ServerCommands: perOp(srv.calls, o),
+		ErrorSamples:   samples.list(),
+	}, nil
+}
+
+func perOp(calls map[string]int64, ops float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range calls {
+		if v > 0 && k != "info" {
+			out[k] = float64(v) / ops
+		}
+	}
+	return out
+}
