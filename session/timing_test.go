@@ -767,8 +767,8 @@ func (c *countingClient) acquires(k scripts.Keys, sid string) []call {
 		if e, ok := rueidis.IsRedisErr(x.err); ok && e.IsNoScript() {
 			continue
 		}
-		// ARGV[2] is the hold id "<sid>.<n>", ARGV[3] the wait flag (acquire only).
-		if len(x.cmd) == 10 && strings.HasPrefix(x.cmd[6], sid+".") {
+		// ARGV[2] is the hold id "<sid>.<n>", ARGV[3] the wait flag; acquire has 6 arguments, release 4.
+		if len(x.cmd) == 11 && strings.HasPrefix(x.cmd[6], sid+".") {
 			out = append(out, x)
 		}
 	}

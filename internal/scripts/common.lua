@@ -17,9 +17,14 @@ local function lease_pttl(p, hid)
   return redis.call('PTTL', p .. 's:' .. sid_of(hid))
 end
 
+-- now_us returns the server time in microseconds, read once per script.
+local cached_now_us
 local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not cached_now_us then
+    local t = redis.call('TIME')
+    cached_now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return cached_now_us
 end
 
 -- next_token stores and returns max(last + 1, server time in microseconds) in
@@ -69,6 +74,9 @@ local function grace_left(p)
   if not until_ms then
     return -1
   end
+  if until_ms == '0' then
+    return 0 -- marked intact with no grace at all: no need for the clock
+  end
   local left = tonumber(until_ms) - now_ms()
   if left > 0 then
     return left
@@ -110,18 +118,27 @@ local function first_live(p, q)
   end
 end
 
--- single_grant makes hid the holder of single-holder resource hash k (mutex,
--- election) and returns its new token. The holder session's lock delay is
--- copied so that it still applies after that session's lease is gone.
-local function single_grant(p, k, hid)
-  local tok = next_token(k, 'tok')
-  local ld = redis.call('HGET', p .. 's:' .. sid_of(hid), 'ld')
-  redis.call('HSET', k, 'hid', hid)
-  if ld and ld ~= '0' then
-    redis.call('HSET', k, 'ld', ld)
-  else
-    redis.call('HDEL', k, 'ld')
+-- single_state reads the fields of single-holder resource hash k (mutex,
+-- election) in one call: hid (holder), tok (last token), free (end of a
+-- lock delay, ms), ld (the holder's lock delay, ms). Missing ones are false.
+local function single_state(k)
+  local v = redis.call('HMGET', k, 'hid', 'tok', 'free', 'ld')
+  return {hid = v[1], tok = v[2], free = v[3], ld = v[4]}
+end
+
+-- single_grant makes hid the holder of single-holder resource hash k and
+-- returns its new token. last is the stored token and ld hid's session's lock
+-- delay (ms), when the caller knows them (pass nil otherwise). The lock delay
+-- is copied so that it still applies after that session's lease is gone.
+local function single_grant(p, k, hid, last, ld)
+  if last == nil then
+    last = redis.call('HGET', k, 'tok')
   end
+  if ld == nil then
+    ld = redis.call('HGET', p .. 's:' .. sid_of(hid), 'ld') or '0'
+  end
+  local tok = math.max(tonumber(last or '0') + 1, now_us())
+  redis.call('HSET', k, 'hid', hid, 'tok', string.format('%.0f', tok), 'ld', ld)
   return tok
 end
 
@@ -129,6 +146,9 @@ end
 -- if any, and notifies it with "g|<hid>|<token>|<resource>". Returns that
 -- hold id or nil.
 local function single_handoff(p, k, q, sharded, resource)
+  if redis.call('LLEN', q) == 0 then
+    return nil -- the common case: nobody waits
+  end
   if grace_left(p) ~= 0 then
     return nil -- no grants during a restart grace: waiters re-check after it
   end
@@ -142,28 +162,30 @@ local function single_handoff(p, k, q, sharded, resource)
   return nxt
 end
 
--- single_free reports whether single-holder resource k has no live holder and
--- no lock delay pending; a holder whose lease is gone is cleared, starting its
--- lock delay. The second result is the time to wait (ms) when it is not free.
-local function single_free(p, k)
-  local cur = redis.call('HGET', k, 'hid')
-  if cur then
-    if alive(p, cur) then
-      return false, lease_pttl(p, cur), cur
+-- single_free reports whether single-holder resource k, whose fields st were
+-- read by single_state, has no live holder and no lock delay pending; a
+-- holder whose lease is gone is cleared, starting its lock delay. The second
+-- result is the time to wait (ms) when it is not free.
+local function single_free(p, k, st)
+  if st.hid then
+    if alive(p, st.hid) then
+      return false, lease_pttl(p, st.hid)
     end
-    local ld = tonumber(redis.call('HGET', k, 'ld') or '0')
-    redis.call('HDEL', k, 'hid', 'ld')
+    local ld = tonumber(st.ld or '0')
     if ld > 0 then
-      redis.call('HSET', k, 'free', now_ms() + ld)
+      st.free = now_ms() + ld
+      redis.call('HSET', k, 'free', string.format('%.0f', st.free))
     end
+    redis.call('HDEL', k, 'hid')
+    st.hid = false
   end
-  local free = tonumber(redis.call('HGET', k, 'free') or '0')
+  local free = tonumber(st.free or '0')
   if free > 0 then
     local wait = free - now_ms()
     if wait > 0 then
-      return false, wait, nil
+      return false, wait
     end
     redis.call('HDEL', k, 'free')
   end
-  return true, 0, nil
+  return true, 0
 end

@@ -15,11 +15,12 @@ local stop, grace = check_caller(p, hid)
 if stop then
   return stop
 end
-if redis.call('HGET', k, 'hid') == hid then
-  return {1, tonumber(redis.call('HGET', k, 'tok'))}
+local st = single_state(k)
+if st.hid == hid then
+  return {1, tonumber(st.tok)}
 end
-local had = redis.call('HGET', k, 'hid')
-local free, wait = single_free(p, k)
+local had = st.hid
+local free, wait = single_free(p, k, st)
 if free and grace > 0 then
   free, wait = false, grace
 end

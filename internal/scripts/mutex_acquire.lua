@@ -3,6 +3,7 @@
 -- KEYS[1] mutex {ns}:m:<name>   KEYS[2] queue {ns}:q:m:<name>
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] mutex name
+-- ARGV[6] the caller's session's lock delay, ms
 -- Returns {1, token} when granted (also when already granted to this hold id,
 -- so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
 -- when not; {-1} when the caller's own lease is gone; {-5} when the epoch
@@ -14,10 +15,11 @@ local stop, grace = check_caller(p, hid)
 if stop then
   return stop
 end
-if redis.call('HGET', m, 'hid') == hid then
-  return {1, tonumber(redis.call('HGET', m, 'tok'))}
+local st = single_state(m)
+if st.hid == hid then
+  return {1, tonumber(st.tok)}
 end
-local free, wait = single_free(p, m)
+local free, wait = single_free(p, m, st)
 if free and grace > 0 then
   free, wait = false, grace
 end
@@ -27,7 +29,7 @@ if free then
     if nxt then
       redis.call('LPOP', q)
     end
-    return {1, single_grant(p, m, hid)}
+    return {1, single_grant(p, m, hid, st.tok, ARGV[6])}
   end
   single_handoff(p, m, q, ARGV[4], ARGV[5])
   wait = lease_pttl(p, nxt)

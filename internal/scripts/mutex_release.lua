@@ -7,7 +7,7 @@
 -- when it is neither (already released, or taken away): idempotent.
 local p, hid, m, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
 if redis.call('HGET', m, 'hid') == hid then
-  redis.call('HDEL', m, 'hid', 'ld')
+  redis.call('HDEL', m, 'hid') -- 'ld' only matters while 'hid' is set
   single_handoff(p, m, q, ARGV[3], ARGV[4])
   return 1
 end

@@ -146,6 +146,7 @@ type Env struct {
 	Acks       int           // replicas that must acknowledge grants and heartbeats (WAIT)
 	AckTimeout time.Duration // WAIT timeout
 	Log        *slog.Logger  // nil: no logs
+	LockDelay  time.Duration // the session's Options.LockDelay
 }
 
 func (e Env) sharded() string {
@@ -186,7 +187,7 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 	var x execer
 	switch r.Kind {
 	case Mutex:
-		x = execer{mutexAcquire, e.mutexKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name}}
+		x = execer{mutexAcquire, e.mutexKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name, ms(e.LockDelay)}}
 	case Semaphore:
 		x = execer{semAcquire, e.semKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
 			strconv.FormatInt(r.N, 10), strconv.FormatInt(r.Limit, 10)}}
