@@ -145,13 +145,12 @@ func recheckAfter(hint time.Duration) time.Duration {
 	return max(hint+minRecheck/2, minRecheck)
 }
 
-// addHold registers a granted hold with the loop. start is when the caller
+// addHold registers a granted hold. start is when the caller
 // asked for it; handoff tells whether a releasing script handed it over.
 func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64, start time.Time, handoff bool) (*Hold, error) {
 	h := s.newHold(r, hid, resource, token)
-	if !s.call(func(l *loop) { l.addHold(h) }) {
-		h.cancel(s.Err())
-		return nil, s.Err()
+	if !s.holds.add(h, func() error { return context.Cause(s.ctx) }) {
+		return nil, h.Err()
 	}
 	if err := h.Err(); err != nil {
 		return nil, err

@@ -95,7 +95,7 @@ func (h *Hold) Release(ctx context.Context) error {
 	}
 	if h.ctx.Err() == nil {
 		h.cancel(ErrReleased)
-		h.s.post(func(l *loop) { delete(l.holds, h.hid) })
+		h.s.holds.remove(h.hid)
 	}
 	switch cause := context.Cause(h.ctx); {
 	case errors.Is(cause, ErrClosed):

@@ -15,18 +15,17 @@ import (
 	"github.com/leasehold/leasehold/internal/scripts"
 )
 
-// loop is the session's actor: one goroutine that owns the hold table, the
-// local deadline, the heartbeat and deadline timers, the pending releases and
-// the notification subscription. Callers reach it through Session.reqs; its
+// loop is the session's actor: one goroutine that owns the local deadline,
+// the heartbeat and deadline timers, the pending releases and the
+// notification subscription (the hold table has its own mutex, see
+// holdTable). Callers reach it through Session.reqs; its
 // helper goroutines (one heartbeat, one release batch, one subscribe at a
 // time) report back on buffered channels. Only the loop goroutine cancels the
 // session context for a lost lease and closes Session.exited.
 type loop struct {
 	s *Session
 
-	holds    map[string]*Hold
-	revoked  map[string]time.Time // revoked ids not (yet) in holds: a grant racing a Reset
-	acks     map[string]bool      // revoked ids to acknowledge in the next heartbeat
+	acks     map[string]bool // revoked ids to acknowledge in the next heartbeat
 	deadline time.Time
 
 	beatTimer     *time.Timer
@@ -86,8 +85,6 @@ type subResult struct {
 func newLoop(s *Session, sent time.Time) *loop {
 	l := &loop{
 		s:           s,
-		holds:       make(map[string]*Hold),
-		revoked:     make(map[string]time.Time),
 		acks:        make(map[string]bool),
 		deadline:    clock.Deadline(sent, s.opt.TTL),
 		beatDone:    make(chan beatResult, 1),
@@ -179,11 +176,7 @@ func (l *loop) onBeat(r beatResult) {
 	for _, id := range r.acked {
 		delete(l.acks, id)
 	}
-	for id, at := range l.revoked {
-		if now.Sub(at) > s.opt.TTL {
-			delete(l.revoked, id)
-		}
-	}
+	s.holds.forgetEarly(now, s.opt.TTL)
 	for _, id := range r.revoked {
 		l.revoke(id)
 	}
@@ -211,9 +204,10 @@ func (l *loop) reclaim() {
 	}
 	l.beating = true
 	s := l.s
-	holds := make([]scripts.Held, 0, len(l.holds))
-	for id, h := range l.holds {
-		holds = append(holds, scripts.Held{R: h.res, HoldID: id, Token: h.token, Member: h.resource})
+	live := s.holds.snapshot(false)
+	holds := make([]scripts.Held, 0, len(live))
+	for _, h := range live {
+		holds = append(holds, scripts.Held{R: h.res, HoldID: h.hid, Token: h.token, Member: h.resource})
 	}
 	s.opt.Logger.Warn("Redis lost its data; reclaiming the lease and holds", "session", s.id, "holds", len(holds))
 	sent := s.clk.Now()
@@ -242,29 +236,22 @@ func (l *loop) onReclaim(r reclaimResult) {
 	now := s.clk.Now()
 	l.confirmed(r.sent, now)
 	for _, id := range r.lost {
-		if h, ok := l.holds[id]; ok {
-			delete(l.holds, id)
-			h.cancel(fmt.Errorf("%w: %s could not be reclaimed after Redis lost its data", ErrLost, h.describe()))
-		}
+		s.holds.end(id, func(h *Hold) error {
+			return fmt.Errorf("%w: %s could not be reclaimed after Redis lost its data", ErrLost, h.describe())
+		})
 	}
-	s.met.reclaimed(len(l.holds), len(r.lost))
-	s.opt.Logger.Warn("reclaimed after Redis lost its data", "session", s.id, "reclaimed", len(l.holds), "lost", len(r.lost))
+	kept := s.holds.len()
+	s.met.reclaimed(kept, len(r.lost))
+	s.opt.Logger.Warn("reclaimed after Redis lost its data", "session", s.id, "reclaimed", kept, "lost", len(r.lost))
 	l.beatTimer.Reset(r.sent.Add(s.opt.Heartbeat).Sub(now))
 }
 
 // revoke ends hold id with ErrLost: the server says it was taken away.
 func (l *loop) revoke(id string) {
 	l.acks[id] = true
-	h, ok := l.holds[id]
-	if !ok {
-		if _, seen := l.revoked[id]; !seen {
-			l.revoked[id] = l.s.clk.Now()
-		}
-		return
+	if h := l.s.holds.revoke(id, l.s.clk.Now()); h != nil {
+		l.s.opt.Logger.Warn("hold lost", "session", l.s.id, "kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
 	}
-	delete(l.holds, id)
-	h.cancel(takenAway(h))
-	l.s.opt.Logger.Warn("hold lost", "session", l.s.id, "kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
 }
 
 func takenAway(h *Hold) error {
@@ -287,7 +274,7 @@ func (l *loop) lose(cause error) {
 		return
 	}
 	l.s.cancel(cause)
-	l.s.opt.Logger.Error("lease lost", "session", l.s.id, "holds", len(l.holds), "cause", cause)
+	l.s.opt.Logger.Error("lease lost", "session", l.s.id, "holds", l.s.holds.len(), "cause", cause)
 	l.exit = true
 }
 
@@ -300,19 +287,9 @@ func (l *loop) close(reply chan error) {
 	}
 }
 
-// addHold records h; it fails when the session has ended.
-func (l *loop) addHold(h *Hold) {
-	if _, ok := l.revoked[h.hid]; ok {
-		delete(l.revoked, h.hid)
-		h.cancel(takenAway(h))
-		return
-	}
-	l.holds[h.hid] = h
-}
-
 // release queues a release whose outcome is unknown and starts the retries.
 func (l *loop) release(p pendingRelease) {
-	delete(l.holds, p.hid)
+	l.s.holds.remove(p.hid)
 	l.pending = append(l.pending, p)
 	l.clean()
 }
@@ -402,8 +379,8 @@ func (l *loop) shutdown() {
 	l.dropSubscription()
 
 	ps := l.pending
-	for id, h := range l.holds {
-		ps = append(ps, pendingRelease{r: h.res, hid: id})
+	for _, h := range s.holds.snapshot(true) {
+		ps = append(ps, pendingRelease{r: h.res, hid: h.hid})
 	}
 	// The cleanup runs apart: rueidis can block past a context on a hung
 	// server (its reconnect handshake has its own timeouts), and Close must

@@ -46,6 +46,7 @@ type Session struct {
 
 	subOK    atomic.Bool                   // ownChannel subscribed
 	recheck  atomic.Pointer[chan struct{}] // closed when notifications may have been missed
+	holds    holdTable
 	waiters  waiters
 	watchers watchers
 
@@ -120,6 +121,8 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		exited: make(chan struct{}),
 	}
 	s.waiters.m = make(map[string]chan notice)
+	s.holds.m = make(map[string]*Hold)
+	s.holds.early = make(map[string]time.Time)
 	rc := make(chan struct{})
 	s.recheck.Store(&rc)
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
@@ -264,32 +267,12 @@ func (s *Session) post(f func(*loop)) bool {
 	}
 }
 
-// call runs f on the loop and waits for it. It returns false when the loop
-// exited first.
-func (s *Session) call(f func(*loop)) bool {
-	done := make(chan struct{})
-	if !s.post(func(l *loop) { f(l); close(done) }) {
-		return false
-	}
-	select {
-	case <-done:
-		return true
-	case <-s.exited:
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-// opCtx bounds one Redis call: by ctx, by the local lease deadline (after it
-// the session is over anyway) and by the session's end.
+// opCtx bounds one Redis call by ctx and by the local lease deadline: after
+// it the session is over anyway. (A call in flight when the session is
+// closed runs to its end; a grant it brings back is refused by the closed
+// hold table, and the deleted lease invalidates it in Redis.)
 func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithDeadline(ctx, s.Deadline())
-	stop := context.AfterFunc(s.ctx, cancel)
-	return ctx, func() { stop(); cancel() }
+	return context.WithDeadline(ctx, s.Deadline())
 }
 
 // usable returns nil while the session can grant, else the cause of its end.
