@@ -26,3 +26,4 @@ redis-server:
 
 include cmd/leasehold/demo.mk
 include bench/bench.mk
+include chaos/chaos.mk

@@ -1,0 +1,523 @@
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// CheckParams are what the checker needs to know about a scenario.
+type CheckParams struct {
+	TTL      time.Duration
+	Grace    time.Duration // restart grace
+	SemLimit int64
+	Kinds    []string
+	Liveness time.Duration // bound from a heal to a grant of every kind
+	End      int64         // Mono time the workload was told to stop
+	// ObsSlack is the scheduling allowance for a holder to observe its
+	// context's cancellation (the checks use observation times).
+	ObsSlack time.Duration
+	// ResumeSlack: a holder process continued after SIGSTOP must notice its
+	// lost holds within this long; overlaps it caused while stopped are
+	// counted as PauseOverlaps (no lock service can prevent them), not as
+	// violations, and only fencing protects against them.
+	ResumeSlack time.Duration
+}
+
+// Violation is one broken property.
+type Violation struct {
+	What   string `json:"what"`
+	T      int64  `json:"t"`
+	Detail string `json:"detail"`
+}
+
+// Summary is the outcome of a scenario.
+type Summary struct {
+	Scenario      string      `json:"scenario"`
+	Seed          int64       `json:"seed"`
+	Seconds       float64     `json:"seconds"`
+	Procs         int         `json:"procs"`
+	Grants        int         `json:"grants"`
+	StoreOps      int         `json:"store_ops"`
+	Faults        int         `json:"faults"`
+	Losses        int         `json:"losses"`        // holds that ended lost
+	SessionsLost  int         `json:"sessions_lost"` // leases lost
+	Reclaimed     int64       `json:"reclaimed"`     // holds reclaimed (session log records)
+	ReclaimLost   int64       `json:"reclaim_lost"`  // holds a reclaim could not recreate
+	MetReclaimed  float64     `json:"metric_reclaimed"`
+	MetReclaimLst float64     `json:"metric_reclaim_lost"`
+	HeldAcross    int         `json:"held_across"` // restart-empty: holds alive when Redis was killed
+	KeptAcross    int         `json:"kept_across"` // ... still held after Redis came back
+	LostAcross    int         `json:"lost_across"` // ... lost in the restart
+	StaleRejected int         `json:"stale_rejected"`
+	LateAccepted  int         `json:"late_accepted"`
+	PauseOverlaps int         `json:"pause_overlaps"`
+	MaxCancelMs   float64     `json:"max_cancel_ms"` // latest cancel observed, relative to sendTime(last beat)+TTL
+	CancelSeen    bool        `json:"cancel_seen"`   // MaxCancelMs is set: some hold was lost outside a process pause
+	MaxStallMs    float64     `json:"max_stall_ms"`  // longest scheduling stall of a holder process
+	StallExcused  int         `json:"stall_excused"` // late cancels a stall of the process explains
+	RecoveryMs    float64     `json:"recovery_ms"`   // longest heal -> grant of every kind
+	Stuck         bool        `json:"stuck"`         // some kind was not granted within the bound after a heal
+	Violations    []Violation `json:"violations"`
+	Anomalies     []Violation `json:"anomalies"` // measured in scenarios without a guarantee
+	Unprotected   bool        `json:"unprotected"`
+}
+
+type hold struct {
+	grant Event
+	end   *Event
+	stop  int64 // end of the critical section: end event, process exit, or +inf
+}
+
+type interval struct{ from, to int64 }
+
+type checker struct {
+	p       CheckParams
+	s       *Summary
+	origin  int64
+	holds   map[string]*hold
+	byRes   map[string][]*hold // kind/res -> holds by grant time
+	pauses  map[int][]interval
+	faults  []Event
+	heals   []Event
+	grants  map[string][]Event // kind -> grants by time
+	stalls  map[int][]interval // proc -> scheduling stalls the canary saw
+	unprot  bool
+	bound   int64 // TTL/100 + 5ms: Session.Deadline() + bound = sendTime + TTL
+	slack   int64
+	resumeS int64
+}
+
+// Check checks a scenario's history and store log and fills in s.
+func Check(p CheckParams, origin int64, evs []Event, ops []Op, s *Summary) {
+	c := &checker{p: p, s: s, origin: origin, holds: map[string]*hold{}, byRes: map[string][]*hold{},
+		pauses: map[int][]interval{}, stalls: map[int][]interval{}, grants: map[string][]Event{}, unprot: s.Unprotected,
+		bound: int64(p.TTL/100 + 5*time.Millisecond), slack: int64(p.ObsSlack), resumeS: int64(p.ResumeSlack)}
+	c.index(evs)
+	c.exclusive()
+	c.permits()
+	c.tokens()
+	c.deadlines(evs)
+	c.store(ops)
+	c.liveness()
+	c.reclaims()
+	slices.SortFunc(s.Violations, func(a, b Violation) int { return cmp.Compare(a.T, b.T) })
+	slices.SortFunc(s.Anomalies, func(a, b Violation) int { return cmp.Compare(a.T, b.T) })
+}
+
+func (c *checker) at(t int64) string { return fmt.Sprintf("%.3fs", float64(t-c.origin)/1e9) }
+
+func (c *checker) violate(what string, t int64, format string, args ...any) {
+	v := Violation{What: what, T: t, Detail: c.at(t) + ": " + fmt.Sprintf(format, args...)}
+	if c.unprot {
+		c.s.Anomalies = append(c.s.Anomalies, v)
+		return
+	}
+	c.s.Violations = append(c.s.Violations, v)
+}
+
+func (c *checker) index(evs []Event) {
+	exits := map[int]int64{}
+	open := map[int][]int64{}
+	for _, e := range evs {
+		switch e.Type {
+		case EvGrant:
+			h := &hold{grant: e, stop: math.MaxInt64}
+			c.holds[e.Hold] = h
+			k := e.Kind + "/" + e.Res
+			c.byRes[k] = append(c.byRes[k], h)
+			c.grants[e.Kind] = append(c.grants[e.Kind], e)
+			c.s.Grants++
+		case EvEnd:
+			if h := c.holds[e.Hold]; h != nil && h.end == nil {
+				ev := e
+				h.end = &ev
+				h.stop = e.T
+				if e.How == "lost" {
+					c.s.Losses++
+				}
+			}
+		case EvLost:
+			c.s.SessionsLost++
+		case EvReclaim:
+			c.s.Reclaimed += e.N
+			c.s.ReclaimLost += e.Lost
+		case EvMetrics:
+			c.s.MetReclaimed += e.Values["leasehold_reclaimed_holds_total{result=reclaimed}"]
+			c.s.MetReclaimLst += e.Values["leasehold_reclaimed_holds_total{result=lost}"]
+		case EvFault:
+			c.faults = append(c.faults, e)
+			c.s.Faults++
+		case EvHeal:
+			c.heals = append(c.heals, e)
+		case EvPause:
+			open[e.Proc] = append(open[e.Proc], e.T)
+		case EvResume:
+			if ps := open[e.Proc]; len(ps) > 0 {
+				c.pauses[e.Proc] = append(c.pauses[e.Proc], interval{ps[0], e.T})
+				open[e.Proc] = ps[1:]
+			}
+		case EvExit:
+			exits[e.Proc] = e.T
+		case EvNote:
+			if e.Kind == "stall" {
+				c.stalls[e.Proc] = append(c.stalls[e.Proc], interval{e.T, e.T + e.N + int64(2*time.Millisecond)})
+				c.s.MaxStallMs = max(c.s.MaxStallMs, ms(e.N))
+			}
+		}
+	}
+	for proc, ps := range open { // never resumed: paused until it exited
+		for _, p := range ps {
+			c.pauses[proc] = append(c.pauses[proc], interval{p, math.MaxInt64})
+		}
+	}
+	for _, h := range c.holds {
+		if h.end == nil {
+			if t, ok := exits[h.grant.Proc]; ok {
+				h.stop = t
+			}
+		}
+	}
+}
+
+// pausedExcuse reports whether a holder of process proc may be excused for
+// acting (or noticing a loss) only at t although it should have by ref: its
+// process was stopped at ref (or resumed less than ResumeSlack before), and
+// t is within ResumeSlack of its resume. This is the process pause no lock
+// service can rule out; fencing must cover it.
+func (c *checker) pausedExcuse(proc int, ref, t int64) bool {
+	for _, iv := range c.pauses[proc] {
+		if iv.from <= ref && ref <= satAdd(iv.to, c.resumeS) && t <= satAdd(iv.to, c.resumeS) {
+			return true
+		}
+	}
+	return false
+}
+
+// pauseOverlap reports whether the overlap of holds a and b at t is the
+// doing of a process pause: either holder's process was stopped at t (or
+// had just resumed) and that holder ended within ResumeSlack of its resume.
+// A grant observed just after a resume was made before the pause: its
+// holder learns only then that the grant is stale.
+func (c *checker) pauseOverlap(a, b *hold, t int64) bool {
+	return c.pausedExcuse(a.grant.Proc, t, a.stop) || c.pausedExcuse(b.grant.Proc, t, b.stop)
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func (c *checker) describe(h *hold) string {
+	end := "never ended"
+	if h.end != nil {
+		end = fmt.Sprintf("%s at %s", h.end.How, c.at(h.end.T))
+	} else if h.stop != math.MaxInt64 {
+		end = "process exited at " + c.at(h.stop)
+	}
+	return fmt.Sprintf("p%d hold %s token %d granted %s, %s", h.grant.Proc, h.grant.Hold, h.grant.Token, c.at(h.grant.T), end)
+}
+
+func (c *checker) keys() []string {
+	var ks []string
+	for k := range c.byRes {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// exclusive: critical sections of one mutex, election or pool member never
+// overlap; a grant is observed after every earlier holder's end.
+func (c *checker) exclusive() {
+	for _, k := range c.keys() {
+		hs := c.byRes[k]
+		if strings.HasPrefix(k, Semaphore+"/") {
+			continue
+		}
+		var active []*hold
+		for _, g := range hs {
+			kept := active[:0]
+			for _, p := range active {
+				if p.stop >= g.grant.T {
+					kept = append(kept, p)
+				}
+			}
+			active = kept
+			for _, p := range active {
+				if c.pauseOverlap(p, g, g.grant.T) {
+					c.s.PauseOverlaps++
+					continue
+				}
+				c.violate("overlap", g.grant.T, "%s granted to p%d (hold %s token %d) while %s",
+					k, g.grant.Proc, g.grant.Hold, g.grant.Token, c.describe(p))
+			}
+			active = append(active, g)
+		}
+	}
+}
+
+// permits: permits of a semaphore in use never exceed its limit.
+func (c *checker) permits() {
+	for _, k := range c.keys() {
+		if !strings.HasPrefix(k, Semaphore+"/") {
+			continue
+		}
+		var active []*hold
+		for _, g := range c.byRes[k] {
+			kept := active[:0]
+			for _, p := range active {
+				if p.stop >= g.grant.T {
+					kept = append(kept, p)
+				}
+			}
+			active = kept
+			used, excused := g.grant.N, int64(0)
+			if c.pausedExcuse(g.grant.Proc, g.grant.T, g.stop) {
+				excused += g.grant.N
+			}
+			for _, p := range active {
+				used += p.grant.N
+				if c.pausedExcuse(p.grant.Proc, g.grant.T, p.stop) {
+					excused += p.grant.N
+				}
+			}
+			if used > c.p.SemLimit {
+				if used-excused <= c.p.SemLimit {
+					c.s.PauseOverlaps++
+				} else {
+					var who []string
+					for _, p := range active {
+						who = append(who, c.describe(p))
+					}
+					c.violate("permits", g.grant.T, "%s: %d permits in use (limit %d) when p%d was granted %d (token %d); holding: %s",
+						k, used, c.p.SemLimit, g.grant.Proc, g.grant.N, g.grant.Token, strings.Join(who, "; "))
+				}
+			}
+			active = append(active, g)
+		}
+	}
+}
+
+// tokens: fencing tokens strictly increase per resource: no token is granted
+// twice, and a grant asked for after another grant was observed has a larger
+// token.
+func (c *checker) tokens() {
+	for _, k := range c.keys() {
+		hs := c.byRes[k]
+		seen := map[int64]*hold{}
+		for _, h := range hs {
+			if o := seen[h.grant.Token]; o != nil {
+				c.violate("token", h.grant.T, "%s: token %d granted twice: %s and %s", k, h.grant.Token, c.describe(o), c.describe(h))
+			}
+			seen[h.grant.Token] = h
+		}
+		// hs is sorted by grant time; prefix maxima of tokens.
+		pre := make([]*hold, len(hs))
+		for i, h := range hs {
+			pre[i] = h
+			if i > 0 && pre[i-1].grant.Token > h.grant.Token {
+				pre[i] = pre[i-1]
+			}
+		}
+		for _, h := range hs {
+			i := sort.Search(len(hs), func(i int) bool { return hs[i].grant.T >= h.grant.Call })
+			if i > 0 && pre[i-1].grant.Token >= h.grant.Token && pre[i-1] != h {
+				c.violate("token", h.grant.T, "%s: token %d granted to p%d (asked at %s) is not above token %d observed earlier (%s)",
+					k, h.grant.Token, h.grant.Proc, c.at(h.grant.Call), pre[i-1].grant.Token, c.describe(pre[i-1]))
+			}
+		}
+	}
+}
+
+// stall returns how much of [from, to] process proc spent stalled (not
+// scheduled), per its canary.
+func (c *checker) stall(proc int, from, to int64) int64 {
+	var d int64
+	for _, iv := range c.stalls[proc] {
+		lo, hi := max(iv.from, from), min(iv.to, to)
+		if hi > lo {
+			d += hi - lo
+		}
+	}
+	return d
+}
+
+// late reports whether a cancel observed at t for a deadline dl is late
+// beyond the observation slack, once a pause (SIGSTOP) or a scheduling stall
+// of the process is accounted for.
+func (c *checker) late(proc int, dl, t int64) bool {
+	late := t - (dl + c.bound)
+	if late <= c.slack || c.pausedExcuse(proc, dl, t) {
+		return false
+	}
+	// The deadline timer is armed when a heartbeat is confirmed, about a TTL
+	// before it fires: a process not scheduled for part of that time cannot
+	// fire it on time, whatever the library does.
+	if late-c.stall(proc, dl-int64(c.p.TTL), t) <= c.slack {
+		c.s.StallExcused++
+		return false
+	}
+	return true
+}
+
+// deadlines: a hold's context is canceled no later than sendTime(last
+// confirmed heartbeat) + TTL = Session.Deadline() + TTL/100 + 5ms.
+func (c *checker) deadlines(evs []Event) {
+	c.s.MaxCancelMs = math.Inf(-1)
+	for _, e := range evs {
+		switch {
+		case e.Type == EvEnd && e.How == "lost":
+			late := e.T - (e.Deadline + c.bound)
+			if !c.pausedExcuse(e.Proc, e.Deadline, e.T) {
+				c.s.MaxCancelMs = max(c.s.MaxCancelMs, ms(late))
+				c.s.CancelSeen = true
+			}
+			if c.late(e.Proc, e.Deadline, e.T) {
+				c.violate("deadline", e.T, "p%d %s %s hold %s: loss observed %.1fms after sendTime(last confirmed heartbeat)+TTL (cause: %s)",
+					e.Proc, e.Kind, e.Res, e.Hold, ms(late), e.Cause)
+			}
+		case e.Type == EvEnd && e.How == "release":
+			if late := e.T - (e.Deadline + c.bound); c.late(e.Proc, e.Deadline, e.T) {
+				c.violate("deadline", e.T, "p%d %s %s hold %s: still held %.1fms after sendTime(last confirmed heartbeat)+TTL",
+					e.Proc, e.Kind, e.Res, e.Hold, ms(late))
+			}
+		case e.Type == EvLate:
+			if late := e.T - (e.Deadline + c.bound); c.late(e.Proc, e.Deadline, e.T) {
+				c.violate("deadline", e.T, "p%d %s hold %s: context not canceled %.1fms after sendTime(last confirmed heartbeat)+TTL",
+					e.Proc, e.Kind, e.Hold, ms(late))
+			}
+		}
+	}
+	if math.IsInf(c.s.MaxCancelMs, -1) {
+		c.s.MaxCancelMs = 0
+	}
+}
+
+// store: the fenced store accepted no operation from a holder superseded
+// there (a larger token seen before), and lost no update: every accepted
+// write is the previous value + 1. Accepted operations sent after a newer
+// grant was observed are counted (LateAccepted): harmless for the store,
+// since the newer holder had not used it yet, but a sign of overlap.
+func (c *checker) store(ops []Op) {
+	c.s.StoreOps = len(ops)
+	type reg struct{ hi, val int64 }
+	regs := map[string]*reg{}
+	for _, o := range ops {
+		r := regs[o.Key]
+		if r == nil {
+			r = &reg{}
+			regs[o.Key] = r
+		}
+		if !o.Accepted {
+			c.s.StaleRejected++
+			continue
+		}
+		if o.Token < r.hi {
+			c.violate("store", o.Sent, "%s: store accepted %s by hold %s with token %d after token %d", o.Key, o.Op, o.Hold, o.Token, r.hi)
+		}
+		r.hi = max(r.hi, o.Token)
+		if o.Op == "w" {
+			if o.Value != r.val+1 {
+				c.violate("lost-update", o.Sent, "%s: hold %s (token %d) wrote %d over %d: an update was lost", o.Key, o.Hold, o.Token, o.Value, r.val)
+			}
+			r.val = o.Value
+		}
+		hs := c.byRes[o.Key]
+		i := sort.Search(len(hs), func(i int) bool { return hs[i].grant.T >= o.Sent })
+		for _, g := range hs[:i] {
+			if g.grant.Token > o.Token {
+				c.s.LateAccepted++
+				proc := -1
+				if h := c.holds[o.Hold]; h != nil {
+					proc = h.grant.Proc
+				}
+				if !c.pausedExcuse(proc, g.grant.T, o.Sent) {
+					c.violate("late-op", o.Sent, "%s: hold %s (token %d) used the resource after p%d was granted token %d at %s",
+						o.Key, o.Hold, o.Token, g.grant.Proc, g.grant.Token, c.at(g.grant.T))
+				}
+				break
+			}
+		}
+	}
+}
+
+// liveness: after a heal, every kind is granted again within the bound,
+// unless another fault came first.
+func (c *checker) liveness() {
+	bound := int64(c.p.Liveness)
+	for _, h := range c.heals {
+		next := int64(math.MaxInt64)
+		for _, f := range c.faults {
+			if f.T > h.T {
+				next = min(next, f.T)
+			}
+		}
+		worst := int64(0)
+		conclusive := true
+		for _, kind := range c.p.Kinds {
+			gs := c.grants[kind]
+			i := sort.Search(len(gs), func(i int) bool { return gs[i].T > h.T })
+			if i == len(gs) || gs[i].T-h.T > bound {
+				if next < satAdd(h.T, bound) || c.p.End < satAdd(h.T, bound) {
+					conclusive = false
+					continue
+				}
+				got := "none"
+				if i < len(gs) {
+					got = fmt.Sprintf("%.0fms", ms(gs[i].T-h.T))
+				}
+				c.violate("liveness", h.T, "no %s granted within %v after the heal (%s); first grant: %s", kind, c.p.Liveness, h.Detail, got)
+				c.s.Stuck = true
+				continue
+			}
+			worst = max(worst, gs[i].T-h.T)
+		}
+		if conclusive {
+			c.s.RecoveryMs = max(c.s.RecoveryMs, ms(worst))
+		}
+	}
+}
+
+// reclaims: across a restart without persistence, holds whose session was
+// still inside its deadline when Redis came back are reclaimed, not lost.
+func (c *checker) reclaims() {
+	for _, f := range c.faults {
+		if f.Kind != "restart-empty" {
+			continue
+		}
+		ready := int64(-1)
+		for _, h := range c.heals {
+			if h.T >= f.T {
+				ready = h.T
+				break
+			}
+		}
+		if ready < 0 {
+			continue
+		}
+		window := ready + int64(c.p.Grace+2*c.p.TTL)
+		for _, h := range c.holds {
+			if h.grant.T >= f.T || h.stop < f.T {
+				continue
+			}
+			c.s.HeldAcross++
+			switch {
+			case h.end != nil && h.end.How == "lost" && h.end.T <= window:
+				c.s.LostAcross++
+				if h.end.Deadline > ready+int64(c.p.TTL/2) {
+					c.violate("reclaim", h.end.T, "%s %s: lost across the restart although its session's deadline was %.0fms after Redis came back (cause: %s)",
+						c.describe(h), h.grant.Kind, ms(h.end.Deadline-ready), h.end.Cause)
+				}
+			case h.stop > ready:
+				c.s.KeptAcross++
+			}
+		}
+	}
+}

@@ -1,0 +1,27 @@
+// Package chaos is leasehold's fault-injection suite: real redis-server
+// processes (plain, AOF with appendfsync always, Sentinel), a TCP fault proxy
+// between every holder process and Redis, and holders that run in separate
+// processes (the test binary re-executed with -test.run=^TestHelperProcess$)
+// so that a holder can be paused with SIGSTOP like a long GC pause.
+//
+// A scenario starts the servers and the holder processes, runs a nemesis (a
+// schedule of faults drawn from a seeded random source), heals every fault,
+// waits for liveness, stops the holders and checks the recorded history:
+//
+//   - no two critical sections of one mutex, election or pool member overlap:
+//     a grant is observed only after the previous holder's hold context was
+//     canceled or its Release called (both on CLOCK_MONOTONIC, which is
+//     comparable across processes of one machine);
+//   - semaphore permits in use never exceed the limit;
+//   - fencing tokens strictly increase per resource;
+//   - every hold's context is canceled no later than the send time of its
+//     session's last confirmed heartbeat + TTL (Session.Deadline, sampled);
+//   - a fenced store that rejects stale tokens loses no update, and no write it
+//     accepted came from a holder that had been superseded there;
+//   - after the last fault heals, every primitive grants again within a bound.
+//
+// The history of a scenario is written as JSON when it fails (or always, to
+// the directory named by LEASEHOLD_CHAOS_HISTORY). LEASEHOLD_CHAOS_SEED
+// replays a run's random choices. The package is test support: only its tests
+// and those of chaos/docker import it.
+package chaos

@@ -1,0 +1,407 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/testutil"
+)
+
+// Backend is the Redis a scenario runs against.
+type Backend int
+
+const (
+	Plain      Backend = iota // redis-server without persistence
+	AOF                       // appendonly yes, appendfsync always
+	Sentineled                // master + replica + 3 Sentinels, clients through Sentinel
+	External                  // Scenario.Setup provides it (chaos/docker)
+)
+
+func (b Backend) String() string {
+	return [...]string{"plain", "aof", "sentinel", "external"}[b]
+}
+
+// Scenario is one workload run under one nemesis.
+type Scenario struct {
+	Name  string
+	About string // what it shows, one line
+
+	Backend    Backend
+	Procs      int           // holder processes, one session each; default 8
+	Kinds      []string      // primitives; default AllKinds (one worker per kind and process)
+	TTL        time.Duration // default 1s
+	LockDelay  time.Duration
+	ReplicaAck int
+	Proxies    bool          // put a fault proxy between every holder process and Redis
+	RedisArgs  []string      // extra redis-server arguments (Plain, AOF)
+	Duration   time.Duration // how long the nemesis runs; default 20s
+	Liveness   time.Duration // heal -> grant of every kind; default 2*TTL + 3s
+	// Unprotected marks a measurement of a configuration leasehold does not
+	// make guarantees for (failover without ReplicaAck): broken properties
+	// are reported as anomalies and do not fail the test.
+	Unprotected bool
+
+	// Setup provides an External backend: it sets Env.Addrs (and may keep
+	// handles in Env.Data for the nemesis).
+	Setup func(e *Env) `json:"-"`
+	// Nemesis injects faults until e.Running() is false, and heals them all
+	// (e.Heal) before it returns.
+	Nemesis func(e *Env) `json:"-"`
+
+	// Known, when set, describes a library bug this scenario exposes: the
+	// scenario is skipped with "KNOWN VIOLATION: <Known>" unless
+	// LEASEHOLD_CHAOS_KNOWN=1, so that the rest of the suite stays green
+	// while the failing scenario is kept as it is.
+	Known string
+}
+
+// Env is what a nemesis works with.
+type Env struct {
+	T        testing.TB
+	Rand     *rand.Rand
+	Hist     *History
+	Scenario *Scenario
+	Redis    *redistest.Server // Plain and AOF
+	Sentinel *Sentinel         // Sentinel
+	Addrs    []string          // what holders dial (before proxies)
+	Procs    []*Proc
+	Data     any // External setups' handles
+
+	ctx context.Context
+}
+
+// Running reports whether the nemesis should go on.
+func (e *Env) Running() bool { return e.ctx.Err() == nil }
+
+// Sleep waits d, or less if the run ends first; it reports Running().
+func (e *Env) Sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-e.ctx.Done():
+	}
+	return e.Running()
+}
+
+// Between returns a random duration in [a, b).
+func (e *Env) Between(a, b time.Duration) time.Duration {
+	if b <= a {
+		return a
+	}
+	return a + time.Duration(e.Rand.Int64N(int64(b-a)))
+}
+
+// Pick returns k distinct random holder processes.
+func (e *Env) Pick(k int) []*Proc {
+	idx := e.Rand.Perm(len(e.Procs))
+	var out []*Proc
+	for _, i := range idx[:min(k, len(idx))] {
+		out = append(out, e.Procs[i])
+	}
+	return out
+}
+
+// Fault records that a fault was injected; kind classifies it for the
+// checker ("restart-empty" triggers the reclaim check).
+func (e *Env) Fault(kind, format string, args ...any) {
+	detail := fmt.Sprintf(format, args...)
+	e.Hist.Add(Event{Type: EvFault, T: Mono(), Proc: -1, Kind: kind, Detail: detail})
+	e.T.Logf("%s fault %s: %s", e.since(), kind, detail)
+}
+
+// Heal records that every fault injected so far is healed.
+func (e *Env) Heal(format string, args ...any) {
+	detail := fmt.Sprintf(format, args...)
+	e.Hist.Add(Event{Type: EvHeal, T: Mono(), Proc: -1, Detail: detail})
+	e.T.Logf("%s heal: %s", e.since(), detail)
+}
+
+func (e *Env) since() string {
+	evs := e.Hist.Events()
+	if len(evs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%6.2fs", float64(Mono()-evs[0].T)/1e9)
+}
+
+// Seed is the master seed of this run: LEASEHOLD_CHAOS_SEED, or a fresh one.
+var Seed = func() int64 {
+	if v := os.Getenv("LEASEHOLD_CHAOS_SEED"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil {
+			return n
+		}
+	}
+	return time.Now().UnixNano() % 1_000_000_000
+}()
+
+func scenarioSeed(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return Seed ^ int64(h.Sum64()&0x7fffffff)
+}
+
+// Results collects the summaries of a test run for the final table.
+type Results struct {
+	mu  sync.Mutex
+	all []*Summary
+}
+
+// Add records s.
+func (r *Results) Add(s *Summary) {
+	r.mu.Lock()
+	r.all = append(r.all, s)
+	r.mu.Unlock()
+}
+
+// Table formats the summaries.
+func (r *Results) Table() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-24s %5s %6s %7s %6s %6s %5s %7s %5s %5s %4s %9s %6s %8s %4s %4s\n",
+		"scenario", "secs", "grants", "storeop", "faults", "losses", "lease", "reclaim", "stale", "pause", "late",
+		"cancel", "stall", "recovery", "viol", "anom")
+	for _, s := range r.all {
+		cancel := "-"
+		if s.CancelSeen {
+			cancel = fmt.Sprintf("%+.1fms", s.MaxCancelMs)
+		}
+		recovery := fmt.Sprintf("%.0fms", s.RecoveryMs)
+		if s.Stuck {
+			recovery = "stuck"
+		}
+		fmt.Fprintf(&b, "%-24s %5.1f %6d %7d %6d %6d %5d %7s %5d %5d %4d %9s %4.0fms %8s %4d %4d\n",
+			s.Scenario, s.Seconds, s.Grants, s.StoreOps, s.Faults, s.Losses, s.SessionsLost,
+			fmt.Sprintf("%d/%d", s.Reclaimed, s.ReclaimLost), s.StaleRejected, s.PauseOverlaps, s.LateAccepted,
+			cancel, s.MaxStallMs, recovery, len(s.Violations), len(s.Anomalies))
+	}
+	b.WriteString("columns: losses = holds lost; lease = sessions lost; reclaim = holds reclaimed/not reclaimed after Redis lost its data;\n" +
+		"stale = store ops refused for a stale token; pause = overlaps with a SIGSTOPped holder (fencing covers them);\n" +
+		"late = store ops accepted after a newer grant; cancel = latest observed hold cancel relative to sendTime(last beat)+TTL\n" +
+		"(negative: before; \"-\": no hold lost outside a process pause; lateness a scheduling stall explains is excused); stall = longest scheduling stall of a holder process;\n" +
+		"recovery = longest heal -> grant of every primitive; anom = broken properties in unprotected (measured) scenarios\n")
+	return b.String()
+}
+
+// Run runs sc and returns its summary. It fails t on any violation (not on
+// anomalies of Unprotected scenarios), writing the history as JSON.
+func Run(t *testing.T, sc Scenario) *Summary {
+	t.Helper()
+	if sc.Procs == 0 {
+		sc.Procs = 8
+	}
+	if len(sc.Kinds) == 0 {
+		sc.Kinds = AllKinds
+	}
+	if sc.TTL == 0 {
+		sc.TTL = time.Second
+	}
+	if sc.Duration == 0 {
+		sc.Duration = 20 * time.Second
+	}
+	if sc.Liveness == 0 {
+		sc.Liveness = 2*sc.TTL + 3*time.Second
+	}
+	if sc.Known != "" && os.Getenv("LEASEHOLD_CHAOS_KNOWN") != "1" {
+		t.Skip("KNOWN VIOLATION: " + sc.Known + " (LEASEHOLD_CHAOS_KNOWN=1 runs it)")
+	}
+	seed := scenarioSeed(sc.Name)
+	t.Logf("scenario %s (%s): seed %d; replay with LEASEHOLD_CHAOS_SEED=%d and -run '%s'", sc.Name, sc.About, seed, Seed, t.Name())
+	start := time.Now()
+	hist := &History{}
+	origin := hist.Note(EvNote, "start "+sc.Name).T
+	env := &Env{T: t, Rand: rand.New(rand.NewPCG(uint64(seed), 1)), Hist: hist, Scenario: &sc}
+
+	storeSrv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	switch sc.Backend {
+	case Plain, AOF:
+		env.Redis = redistest.Start(t, redistest.Options{AOF: sc.Backend == AOF, Args: sc.RedisArgs})
+		env.Addrs = []string{env.Redis.Addr()}
+		testutil.InitEpoch(t, env.Redis.Addr(), ns)
+	case Sentineled:
+		env.Sentinel = StartSentinel(t)
+		env.Addrs = env.Sentinel.Addrs()
+		testutil.InitEpoch(t, env.Sentinel.MasterAddr(), ns)
+	case External:
+		sc.Setup(env)
+		testutil.InitEpoch(t, env.Addrs[0], ns)
+	}
+
+	dir := t.TempDir()
+	for i := range sc.Procs {
+		cfg := WorkerConfig{
+			Proc: i, Seed: uint64(seed) + uint64(i)*7919, Addrs: env.Addrs, Namespace: ns,
+			TTL: sc.TTL, LockDelay: sc.LockDelay, ReplicaAck: sc.ReplicaAck, Store: storeSrv.Addr(),
+			Kinds: sc.Kinds, Mutexes: []string{"m0", "m1"}, SemLimit: 3, SemMaxN: 2,
+			PoolKeys: []string{"k0", "k1", "k2", "k3"},
+			HoldMin:  30 * time.Millisecond, HoldMax: 250 * time.Millisecond,
+			LongP: 0.15, LongMin: sc.TTL, LongMax: 5 * sc.TTL / 2,
+			WaitMin: time.Second, WaitMax: 3 * time.Second, OpEvery: 25 * time.Millisecond,
+		}
+		if sc.Backend == Sentineled {
+			cfg.MasterSet = MasterSet
+		}
+		var px *Proxy
+		if sc.Proxies {
+			px = StartProxy(t, env.Addrs[0])
+			cfg.Addrs = []string{px.Addr()}
+		}
+		env.Procs = append(env.Procs, startProc(t, hist, cfg, dir, px))
+	}
+
+	// Every primitive grants before the first fault.
+	warm := time.Now().Add(30 * time.Second)
+	for !grantedAll(hist, sc.Kinds, 0) {
+		if time.Now().After(warm) {
+			t.Fatalf("chaos: not every primitive was granted within 30s of the start; holder logs in %s", dir)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	hist.Note(EvNote, "warm")
+
+	ctx, cancel := context.WithTimeout(context.Background(), sc.Duration)
+	env.ctx = ctx
+	if sc.Nemesis != nil {
+		sc.Nemesis(env)
+	}
+	cancel()
+	// Liveness: wait for a grant of every kind after the last heal.
+	var lastHeal int64
+	for _, e := range hist.Events() {
+		if e.Type == EvHeal {
+			lastHeal = e.T
+		}
+	}
+	until := time.Now().Add(sc.Liveness + 500*time.Millisecond)
+	for !grantedAll(hist, sc.Kinds, lastHeal) && time.Now().Before(until) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // a few more grants after recovery
+	end := hist.Note(EvNote, "stop").T
+	// Two snapshots a TTL apart, the holders still running, find leaked
+	// holds: recorded as holders in both, of a live session, granted to no
+	// worker (a background withdrawal would have removed them within one
+	// heartbeat interval).
+	stateAddr := env.Addrs[0]
+	switch {
+	case env.Sentinel != nil:
+		stateAddr = env.Sentinel.MasterAddr()
+	case env.Redis != nil:
+		stateAddr = env.Redis.Addr()
+	}
+	st1 := snapshot(stateAddr, ns)
+	time.Sleep(sc.TTL)
+	st2 := snapshot(stateAddr, ns)
+	var wg sync.WaitGroup
+	for _, p := range env.Procs {
+		wg.Go(func() { p.stop(3*sc.TTL + 5*time.Second) })
+	}
+	wg.Wait()
+
+	ops := readStore(t, storeSrv.Addr())
+	s := &Summary{Scenario: sc.Name, Seed: seed, Procs: sc.Procs, Unprotected: sc.Unprotected}
+	evs := hist.Events()
+	Check(CheckParams{
+		TTL: sc.TTL, Grace: sc.TTL, SemLimit: 3, Kinds: sc.Kinds, Liveness: sc.Liveness, End: end,
+		ObsSlack: 10 * time.Millisecond, ResumeSlack: 250 * time.Millisecond,
+	}, origin, evs, ops, s)
+	s.Seconds = time.Since(start).Seconds()
+	granted := map[string]bool{}
+	for _, e := range evs {
+		if e.Type == EvGrant {
+			granted[e.Hold] = true
+		}
+	}
+	for _, ph := range phantoms(st1, st2, granted) {
+		v := Violation{What: "phantom", T: end, Detail: "leaked to a live session that was never told: " + ph}
+		if sc.Unprotected {
+			s.Anomalies = append(s.Anomalies, v)
+		} else {
+			s.Violations = append(s.Violations, v)
+		}
+	}
+
+	t.Logf("summary %s: %d grants, %d store ops, %d faults, %d holds lost, %d sessions lost, reclaimed %d (not %d; metrics %.0f/%.0f), "+
+		"held/kept/lost across restarts %d/%d/%d, %d stale ops refused, %d pause overlaps, %d late ops accepted, "+
+		"latest cancel %+.1fms vs sendTime+TTL (%d late cancels excused by stalls, longest stall %.0fms), recovery %.0fms, %d violations, %d anomalies",
+		s.Scenario, s.Grants, s.StoreOps, s.Faults, s.Losses, s.SessionsLost, s.Reclaimed, s.ReclaimLost,
+		s.MetReclaimed, s.MetReclaimLst, s.HeldAcross, s.KeptAcross, s.LostAcross, s.StaleRejected, s.PauseOverlaps,
+		s.LateAccepted, s.MaxCancelMs, s.StallExcused, s.MaxStallMs, s.RecoveryMs, len(s.Violations), len(s.Anomalies))
+	for i, v := range append(s.Violations, s.Anomalies...) {
+		if i == 20 {
+			t.Logf("... %d more", len(s.Violations)+len(s.Anomalies)-20)
+			break
+		}
+		kind := "VIOLATION"
+		if s.Unprotected {
+			kind = "anomaly"
+		}
+		t.Logf("%s %s: %s", kind, v.What, v.Detail)
+	}
+	dump := Dump{Scenario: sc.Name, Seed: seed, Origin: origin, Params: sc, Summary: s, Events: evs, Store: ops, State: st2}
+	// The history is kept on failure (in a fresh directory under $TMPDIR,
+	// which outlives the test), and always when LEASEHOLD_CHAOS_HISTORY
+	// names a directory.
+	dumpDir := os.Getenv("LEASEHOLD_CHAOS_HISTORY")
+	if len(s.Violations) > 0 && dumpDir == "" {
+		d, err := os.MkdirTemp("", "leasehold-chaos-")
+		if err != nil {
+			t.Errorf("chaos: %v", err)
+		}
+		dumpDir = d
+	}
+	if dumpDir != "" {
+		path, err := writeDump(dumpDir, dump)
+		if err != nil {
+			t.Errorf("chaos: write history: %v", err)
+		} else {
+			t.Logf("history: %s", path)
+		}
+		if len(s.Violations) > 0 {
+			keepLogs(t, dir, filepath.Join(dumpDir, fmt.Sprintf("%s-%d-logs", sc.Name, seed)))
+		}
+	}
+	if len(s.Violations) > 0 {
+		t.Errorf("%s: %d violations (seed %d); history and holder logs in %s", sc.Name, len(s.Violations), seed, dumpDir)
+	}
+	return s
+}
+
+// keepLogs copies the holder processes' logs out of the test's temporary
+// directory.
+func keepLogs(t testing.TB, from, to string) {
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+		t.Logf("chaos: keep holder logs: %v", err)
+	}
+}
+
+// grantedAll reports whether every kind was granted after Mono time since.
+func grantedAll(h *History, kinds []string, since int64) bool {
+	seen := map[string]bool{}
+	h.mu.Lock()
+	for _, e := range h.events {
+		if e.Type == EvGrant && e.T > since {
+			seen[e.Kind] = true
+		}
+	}
+	h.mu.Unlock()
+	for _, k := range kinds {
+		if !seen[k] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,97 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+)
+
+// scenarios is the gated suite (LEASEHOLD_CHAOS=1): every nemesis of the
+// issue against all four primitives (8 holder processes, each one session
+// with a mutex, a semaphore, a pool and an election worker: 32 workers).
+var scenarios = []Scenario{
+	{
+		Name: "aof-kill-restart", About: "kill -9 Redis (AOF, appendfsync always), down 0.1-3s, restart",
+		Backend: AOF, TTL: 2 * time.Second, Duration: 25 * time.Second,
+		Nemesis: KillRestart(100*time.Millisecond, 3*time.Second, 3*time.Second),
+	},
+	{
+		Name: "rdb-snapshot-restart", About: "restart from an RDB snapshot 0.3-1.5s old (measured: not a supported setting)",
+		Backend: Plain, TTL: 2 * time.Second, Duration: 15 * time.Second, Unprotected: true,
+		RedisArgs: []string{"--save", "3600 1000000"},
+		Nemesis:   SnapshotRestart(300*time.Millisecond, 1500*time.Millisecond, 3*time.Second),
+	},
+	{
+		Name: "restart-empty", About: "kill -9 Redis without persistence, restart empty at once",
+		Backend: Plain, TTL: 2 * time.Second, Duration: 25 * time.Second,
+		Liveness: 2*time.Second + 2*time.Second + 3*time.Second,
+		Nemesis:  KillRestart(0, time.Millisecond, 5*time.Second),
+	},
+	{
+		Name: "redis-stop-short", About: "SIGSTOP Redis for 0.2-0.6 TTL",
+		Backend: Plain, Duration: 15 * time.Second,
+		Nemesis: StopRedis(200*time.Millisecond, 600*time.Millisecond, 1500*time.Millisecond),
+	},
+	{
+		Name: "redis-stop-long", About: "SIGSTOP Redis for 1.5-2.5 TTL",
+		Backend: Plain, Duration: 20 * time.Second,
+		Nemesis: StopRedis(1500*time.Millisecond, 2500*time.Millisecond, 3*time.Second),
+	},
+	{
+		Name: "blackhole", About: "partition 1-3 holders (sometimes all) from Redis for 0.3-2.5 TTL",
+		Backend: Plain, Proxies: true, Duration: 25 * time.Second,
+		Nemesis: Blackhole(3, 300*time.Millisecond, 2500*time.Millisecond, 2*time.Second),
+	},
+	{
+		Name: "latency", About: "one-way latency spikes of 50-700ms on random holders for 1-3s",
+		Backend: Plain, Proxies: true, Duration: 20 * time.Second,
+		Nemesis: Latency(50*time.Millisecond, 700*time.Millisecond, time.Second, 3*time.Second, time.Second),
+	},
+	{
+		Name: "reset", About: "reset every connection of random holders every 0.2-1.2s",
+		Backend: Plain, Proxies: true, Duration: 15 * time.Second,
+		Nemesis: Reset(200*time.Millisecond, 1200*time.Millisecond),
+	},
+	{
+		Name: "holder-pause", About: "SIGSTOP a holder process for 1.5-3 TTL (a GC pause)",
+		Backend: Plain, Duration: 25 * time.Second,
+		Nemesis: PauseHolder(1500*time.Millisecond, 3*time.Second, 2*time.Second),
+	},
+	{
+		Name: "holder-pause-lockdelay", About: "SIGSTOP a holder for 1.5-3 TTL with LockDelay 3s",
+		Backend: Plain, Duration: 20 * time.Second, LockDelay: 3 * time.Second,
+		Liveness: 2*time.Second + 3*time.Second + 3*time.Second,
+		Nemesis:  PauseHolder(1500*time.Millisecond, 2500*time.Millisecond, 2*time.Second),
+	},
+	{
+		Name: "sentinel-failover-ack", About: "SENTINEL FAILOVER with ReplicaAck 1",
+		Backend: Sentineled, ReplicaAck: 1, Duration: 12 * time.Second, Liveness: 25 * time.Second,
+		Nemesis: ManualFailover(20 * time.Second),
+	},
+	{
+		Name: "sentinel-kill-ack", About: "kill -9 the master with ReplicaAck 1; it rejoins as replica",
+		Backend: Sentineled, ReplicaAck: 1, Duration: 12 * time.Second, Liveness: 15 * time.Second,
+		Nemesis: KillMaster(),
+	},
+	{
+		Name: "sentinel-failover-noack", About: "SENTINEL FAILOVER without ReplicaAck (measured)",
+		Backend: Sentineled, Duration: 12 * time.Second, Liveness: 25 * time.Second, Unprotected: true,
+		Nemesis: ManualFailover(20 * time.Second),
+	},
+	{
+		Name: "sentinel-kill-noack", About: "kill -9 the master without ReplicaAck (measured)",
+		Backend: Sentineled, Duration: 12 * time.Second, Liveness: 15 * time.Second, Unprotected: true,
+		Nemesis: KillMaster(),
+	},
+}
+
+// TestChaos runs the gated suite and prints the summary table.
+func TestChaos(t *testing.T) {
+	gated(t)
+	var res Results
+	t.Cleanup(func() { t.Logf("chaos summary (master seed %d):\n%s", Seed, res.Table()) })
+	for _, sc := range scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
+			res.Add(Run(t, sc))
+		})
+	}
+}
