@@ -332,14 +332,29 @@ func TestReplicaAck(t *testing.T) {
 	if v, err := probe.Do(ctx, probe.B().Hget().Key("{"+ns+"}:m:acked").Field("hid").Build()).ToString(); err != nil || v != h.ID() {
 		t.Fatalf("replica holder = %q, %v; want %s", v, err, h.ID())
 	}
+	h2, err := mutex.New(s, "released").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d := s.Deadline()
 	testutil.WaitFor(t, ctx, func() bool { return s.Deadline().After(d) })
 
 	replica.Stop()
+	// A release no replica acknowledged may be undone by a failover: it is
+	// reported, and the session keeps retrying it.
+	if err := h2.Release(ctx); !errors.Is(err, session.ErrNotReplicated) {
+		t.Fatalf("Release with the replica paused: %v, want ErrNotReplicated", err)
+	}
 	defer replica.Cont()
 	if _, err := mutex.New(s, "unacked").TryLock(ctx); !errors.Is(err, session.ErrNotReplicated) {
 		t.Fatalf("TryLock with the replica paused: %v, want ErrNotReplicated", err)
 	}
+	// The grant is rolled back at once (its rollback, too, cannot be
+	// acknowledged, and is retried until the session ends).
+	testutil.WaitFor(t, ctx, func() bool {
+		n, err := mc.Do(ctx, mc.B().Hexists().Key("{"+ns+"}:m:unacked").Field("hid").Build()).AsInt64()
+		return err == nil && n == 0
+	})
 	deadline := s.Deadline()
 	select {
 	case <-h.Done():

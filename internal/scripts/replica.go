@@ -16,7 +16,8 @@ import (
 // and Cmd builds its EVALSHA for a pipeline with WAIT.
 type Script struct {
 	*rueidis.Lua
-	sha string
+	sha  string
+	text string
 }
 
 func newScript(text string, readOnly bool) *Script {
@@ -25,7 +26,20 @@ func newScript(text string, readOnly bool) *Script {
 	if readOnly {
 		l = rueidis.NewLuaScriptReadOnly(text)
 	}
-	return &Script{Lua: l, sha: hex.EncodeToString(sum[:])}
+	return &Script{Lua: l, sha: hex.EncodeToString(sum[:]), text: text}
+}
+
+// cmd builds the script's EVALSHA, for pipelines.
+func (s *Script) cmd(c rueidis.Client, keys, args []string) rueidis.Completed {
+	return c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+func (e Env) waitCmd() rueidis.Completed {
+	return e.C.B().Wait().Numreplicas(int64(e.Acks)).Timeout(e.AckTimeout.Milliseconds()).Build()
 }
 
 // ErrNotReplicated reports that fewer replicas than Options.ReplicaAck
@@ -40,17 +54,17 @@ func (e Env) execWait(ctx context.Context, s *Script, keys, args []string) (ruei
 		r := s.Exec(ctx, e.C, keys, args)
 		return r, r.Error()
 	}
-	wait := e.C.B().Wait().Numreplicas(int64(e.Acks)).Timeout(e.AckTimeout.Milliseconds()).Build()
-	rs := e.C.DoMulti(ctx,
-		e.C.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
-		wait)
+	// WAIT counts the writes of its own connection: it must travel in the
+	// same pipeline (rueidis sends a multi holding a blocking command on one
+	// dedicated connection).
+	rs := e.C.DoMulti(ctx, s.cmd(e.C, keys, args), e.waitCmd())
 	r, w := rs[0], rs[1]
-	if err := r.Error(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		r = s.Exec(ctx, e.C, keys, args) // loads the script
-		if r.Error() != nil {
-			return r, r.Error()
+	if isNoScript(r.Error()) {
+		if err := e.C.Do(ctx, e.C.B().ScriptLoad().Script(s.text).Build()).Error(); err != nil {
+			return r, err
 		}
-		w = e.C.Do(ctx, e.C.B().Wait().Numreplicas(int64(e.Acks)).Timeout(e.AckTimeout.Milliseconds()).Build())
+		rs = e.C.DoMulti(ctx, s.cmd(e.C, keys, args), e.waitCmd())
+		r, w = rs[0], rs[1]
 	}
 	if err := r.Error(); err != nil {
 		return r, err

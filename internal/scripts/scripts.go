@@ -300,12 +300,19 @@ const (
 
 // Release releases r held by hid, or withdraws hid from r's queue.
 // It is idempotent and never touches a grant of another hold id.
+//
+// With Acks, the release is followed by WAIT in the same round trip; too few
+// acknowledgements return ErrNotReplicated: the release happened but a
+// failover could undo it, so the caller should retry it (it is idempotent)
+// until acknowledged.
 func (e Env) Release(ctx context.Context, r Resource, hid string) (Released, error) {
-	v, err := e.releaseCmd(r, hid).Exec(ctx, e.C).AsInt64()
+	x := e.releaseCmd(r, hid)
+	res, werr := e.execWait(ctx, x.s, x.keys, x.args)
+	v, err := res.AsInt64()
 	if err != nil {
 		return 0, err
 	}
-	return Released(v), nil
+	return Released(v), werr
 }
 
 type execer struct {
@@ -336,29 +343,53 @@ func (e Env) releaseCmd(r Resource, hid string) execer {
 }
 
 // ReleaseMulti releases many holds in one round trip. errs[i] is the error of
-// holds[i], nil on success.
+// holds[i], nil on success; with Acks, a WAIT closes the pipeline and too few
+// acknowledgements make every release report ErrNotReplicated.
 func (e Env) ReleaseMulti(ctx context.Context, rs []Resource, hids []string) []error {
-	execs := make([]rueidis.LuaExec, len(rs))
-	scripts := make([]*Script, len(rs))
+	xs := make([]execer, len(rs))
 	for i := range rs {
-		x := e.releaseCmd(rs[i], hids[i])
-		scripts[i] = x.s
-		execs[i] = rueidis.LuaExec{Keys: x.keys, Args: x.args}
+		xs[i] = e.releaseCmd(rs[i], hids[i])
 	}
 	errs := make([]error, len(rs))
-	// ExecMulti takes one script; group by script, keeping order per group.
-	groups := map[*Script][]int{}
-	for i, s := range scripts {
-		groups[s] = append(groups[s], i)
-	}
-	for s, idx := range groups {
-		batch := make([]rueidis.LuaExec, len(idx))
-		for j, i := range idx {
-			batch[j] = execs[i]
+	for attempt := 0; attempt < 2; attempt++ {
+		cmds := make(rueidis.Commands, 0, len(xs)+1)
+		for _, x := range xs {
+			cmds = append(cmds, x.s.cmd(e.C, x.keys, x.args))
 		}
-		for j, res := range s.ExecMulti(ctx, e.C, batch...) {
-			errs[idx[j]] = res.Error()
+		if e.Acks > 0 {
+			cmds = append(cmds, e.waitCmd())
 		}
+		res := e.C.DoMulti(ctx, cmds...)
+		missing := map[*Script]bool{}
+		for i, x := range xs {
+			errs[i] = res[i].Error()
+			if isNoScript(errs[i]) {
+				missing[x.s] = true
+			}
+		}
+		if len(missing) > 0 && attempt == 0 {
+			for s := range missing {
+				if err := e.C.Do(ctx, e.C.B().ScriptLoad().Script(s.text).Build()).Error(); err != nil {
+					for i := range errs {
+						errs[i] = err
+					}
+					return errs
+				}
+			}
+			continue
+		}
+		if e.Acks > 0 {
+			n, err := res[len(xs)].AsInt64()
+			if err == nil && n < int64(e.Acks) {
+				err = fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, e.Acks, e.AckTimeout)
+			}
+			for i := range errs {
+				if errs[i] == nil && err != nil {
+					errs[i] = err
+				}
+			}
+		}
+		return errs
 	}
 	return errs
 }
