@@ -1,4 +1,4 @@
--- reclaim.lua: after Redis lost its data, recreate a session's lease and its
+-- reclaim.lua (with semaphore_lib.lua): after Redis lost its data, recreate a session's lease and its
 -- holds with their old tokens, during the restart grace only.
 -- KEYS[1] lease {ns}:s:<sid>   KEYS[2] {ns}:epoch
 -- ARGV[1] prefix {ns}:   ARGV[2] owner   ARGV[3] ttl ms   ARGV[4] lock delay ms
@@ -70,23 +70,11 @@ for i = 5, #ARGV, 6 do
         redis.call('HSET', meta, 'limit', extra)
       end
       local limit = tonumber(redis.call('HGET', meta, 'limit'))
-      local used = 0
-      local all = redis.call('HGETALL', holders)
-      for j = 1, #all, 2 do
-        if alive(p, all[j]) then
-          used = used + tonumber(string.match(all[j + 1], '^(%d+)'))
-        else
-          redis.call('HDEL', holders, all[j])
-        end
-      end
-      if used + n <= limit then
+      if sem_purge(p, meta, holders) + n <= limit then
         redis.call('HSET', holders, hid, n .. ':' .. string.format('%.0f', tok))
-        used = used + n
-        ok = true
-      end
-      redis.call('HSET', meta, 'used', used)
-      if ok then
+        redis.call('HINCRBY', meta, 'used', n)
         keep_max(meta, 'tok', tok)
+        ok = true
       end
     end
   elseif kind == 'pool' then

@@ -70,7 +70,7 @@ var (
 	mutexReset   = script(mutexResetLua)
 	mutexInspect = readOnly(mutexInspectLua)
 	epochInit    = script(epochInitLua)
-	reclaim      = script(reclaimLua)
+	reclaim      = script(reclaimLua, semLib)
 )
 
 // Errors the scripts report; the primitives re-export them under their names.
