@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/redistest"
 )
 
 // Proc is one holder process: the test binary re-executed with
@@ -20,8 +22,8 @@ import (
 // to a log file. Its methods are safe for concurrent use.
 type Proc struct {
 	Index int
-	Proxy *Proxy // the fault proxy between it and Redis, if any
-	Log   string // path of its stdout+stderr
+	Proxy *redistest.Proxy // the fault proxy between it and Redis, if any
+	Log   string           // path of its stdout+stderr
 
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -34,7 +36,7 @@ type Proc struct {
 }
 
 // startProc starts a holder process running cfg.
-func startProc(t testing.TB, hist *History, cfg WorkerConfig, dir string, proxy *Proxy) *Proc {
+func startProc(t testing.TB, hist *History, cfg WorkerConfig, dir string, proxy *redistest.Proxy) *Proc {
 	t.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {

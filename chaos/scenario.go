@@ -254,9 +254,9 @@ func Run(t *testing.T, sc Scenario) *Summary {
 		if sc.Backend == Sentineled {
 			cfg.MasterSet = MasterSet
 		}
-		var px *Proxy
+		var px *redistest.Proxy
 		if sc.Proxies {
-			px = StartProxy(t, env.Addrs[0])
+			px = redistest.StartProxy(t, env.Addrs[0])
 			cfg.Addrs = []string{px.Addr()}
 		}
 		env.Procs = append(env.Procs, startProc(t, hist, cfg, dir, px))

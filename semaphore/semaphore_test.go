@@ -805,10 +805,10 @@ func TestAcquireScriptAcrossLimitChange(t *testing.T) {
 		t.Fatalf("re-check of queued %s (n=3) over limit 2: %v, want ErrLimitMismatch", hidB, err)
 	}
 	wantStats(t, stats(t, ctx, admin), 2, 0, holder{s.ID(), 2, tok})
-	if r, err := env.Release(ctx, res(3, 3), hidB); err != nil || r != scripts.NotFound {
+	if r, err := env.Release(ctx, res(3, 3), hidB, false); err != nil || r != scripts.NotFound {
 		t.Fatalf("Release of the withdrawn %s = %v, %v; want NotFound", hidB, r, err)
 	}
-	if r, err := env.Release(ctx, res(2, 3), hidA); err != nil || r != scripts.Freed {
+	if r, err := env.Release(ctx, res(2, 3), hidA, false); err != nil || r != scripts.Freed {
 		t.Fatalf("Release of %s = %v, %v; want Freed", hidA, r, err)
 	}
 	wantStats(t, stats(t, ctx, admin), 2, 0)

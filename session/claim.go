@@ -44,13 +44,17 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		note = s.waiters.add(hid)
 		defer s.waiters.remove(hid)
 	}
-	pause := minRetry // between attempts that failed on a Redis error
+	pause := minRetry  // between attempts that failed on a Redis error
+	uncertain := false // an attempt failed with an unknown outcome
 	for {
 		recheck := *s.recheck.Load()
 		next, err := s.attempt(ctx, r, hid, wait)
 		switch {
 		case err == nil && next.Status == scripts.Granted:
-			return s.addHold(r, hid, next.Resource, next.Token, start, false)
+			return s.addHold(r, hid, next.Resource, next.Token, start, false, uncertain)
+		case err == nil && next.Status == scripts.Withdrawn:
+			// Only a Claim that already gave up withdraws its hold id.
+			return nil, fmt.Errorf("session: acquire %s %q: hold id %s was withdrawn", r.Kind, r.Name, hid)
 		case err == nil && next.Status == scripts.LeaseGone:
 			cause := fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost)
 			s.post(func(l *loop) { l.lose(cause) })
@@ -76,6 +80,7 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			// A Redis error while waiting (a dropped connection, a restarting
 			// server) does not end the wait: retry with the same hold id, which
 			// keeps its place in the queue (the scripts are idempotent per id).
+			uncertain = true
 			s.opt.Logger.Warn("acquire failed; retrying", "session", s.id, "kind", r.Kind.String(),
 				"name", r.Name, "err", err, "retry_in", pause)
 			next = scripts.Grant{Wait: pause}
@@ -94,7 +99,7 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 					s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
 					return nil, fmt.Errorf("session: acquire %s %q: hand-off rolled back: %w", r.Kind, r.Name, err)
 				}
-				return s.addHold(r, hid, n.resource, n.token, start, true)
+				return s.addHold(r, hid, n.resource, n.token, start, true, uncertain)
 			}
 		case <-t.C:
 		case <-recheck:
@@ -145,10 +150,12 @@ func recheckAfter(hint time.Duration) time.Duration {
 	return max(hint+minRecheck/2, minRecheck)
 }
 
-// addHold registers a granted hold. start is when the caller
-// asked for it; handoff tells whether a releasing script handed it over.
-func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64, start time.Time, handoff bool) (*Hold, error) {
+// addHold registers a granted hold. start is when the caller asked for it;
+// handoff tells whether a releasing script handed it over; uncertain whether
+// an attempt for it failed with an unknown outcome (see Hold.uncertain).
+func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64, start time.Time, handoff, uncertain bool) (*Hold, error) {
 	h := s.newHold(r, hid, resource, token)
+	h.uncertain = uncertain
 	if !s.holds.add(h, func() error { return context.Cause(s.ctx) }) {
 		return nil, h.Err()
 	}

@@ -32,6 +32,9 @@ type Hold struct {
 	mu       sync.Mutex // serializes Release
 	released bool       // the server confirmed the release
 	unsure   bool       // a release attempt failed: it may have happened
+	// uncertain: an acquire attempt for this hold id failed with an unknown
+	// outcome and may still arrive late: the release withdraws the id.
+	uncertain bool
 }
 
 func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64) *Hold {
@@ -105,7 +108,7 @@ func (h *Hold) Release(ctx context.Context) error {
 	}
 	opctx, cancel := context.WithTimeout(ctx, h.s.opt.TTL)
 	defer cancel()
-	r, err := h.s.env.Release(opctx, h.res, h.hid)
+	r, err := h.s.env.Release(opctx, h.res, h.hid, h.uncertain || h.unsure)
 	if err != nil {
 		h.unsure = true
 		h.s.post(func(l *loop) { l.release(pendingRelease{r: h.res, hid: h.hid}) })

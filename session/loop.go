@@ -35,9 +35,11 @@ type loop struct {
 	reclaimDone   chan reclaimResult
 	backoff       *backoff.ExponentialBackOff
 
-	pending   []pendingRelease // releases whose outcome is unknown; retried
-	cleaning  bool
-	cleanDone chan []pendingRelease // the ones that failed again
+	pending    []pendingRelease // releases whose outcome is unknown; retried
+	cleaning   bool
+	cleanDone  chan []pendingRelease // the ones that failed again
+	cleanTimer *time.Timer           // retries failed releases
+	cleanPause time.Duration
 
 	sub        rueidis.DedicatedClient // the notification connection, nil when none
 	subRelease func()
@@ -97,6 +99,8 @@ func newLoop(s *Session, sent time.Time) *loop {
 	l.backoff.MaxInterval = s.opt.Heartbeat / 2
 	l.bg, l.stopBg = context.WithCancel(context.Background())
 	l.beatTimer = time.NewTimer(sent.Add(s.opt.Heartbeat).Sub(s.clk.Now()))
+	l.cleanTimer = time.NewTimer(time.Hour)
+	l.cleanTimer.Stop()
 	l.deadlineTimer = time.NewTimer(l.deadline.Sub(s.clk.Now()))
 	return l
 }
@@ -118,6 +122,9 @@ func (l *loop) run() {
 		case failed := <-l.cleanDone:
 			l.cleaning = false
 			l.pending = append(failed, l.pending...)
+			l.retryClean(len(failed) > 0)
+		case <-l.cleanTimer.C:
+			l.clean()
 		case r := <-l.subDone:
 			l.onSubscribed(r)
 		case err := <-l.subErr:
@@ -316,6 +323,22 @@ func (l *loop) clean() {
 	})
 }
 
+// retryClean schedules the next attempt at the pending releases: soon after
+// a failure (doubling up to half a heartbeat interval), at once when more
+// were queued while a batch was in flight.
+func (l *loop) retryClean(failed bool) {
+	switch {
+	case failed:
+		l.cleanPause = min(max(2*l.cleanPause, 20*time.Millisecond), l.s.opt.Heartbeat/2)
+		l.cleanTimer.Reset(l.cleanPause)
+	case len(l.pending) > 0:
+		l.cleanPause = 0
+		l.clean()
+	default:
+		l.cleanPause = 0
+	}
+}
+
 func releaseAll(ctx context.Context, env scripts.Env, ps []pendingRelease) []error {
 	rs := make([]scripts.Resource, len(ps))
 	hids := make([]string, len(ps))
@@ -358,6 +381,7 @@ func (l *loop) shutdown() {
 	defer cancel()
 	l.beatTimer.Stop()
 	l.deadlineTimer.Stop()
+	l.cleanTimer.Stop()
 	l.stopBg()
 	l.wg.Wait()
 	// Drain results the helpers may have left; they are moot now.

@@ -86,21 +86,38 @@ end
 
 -- check_caller runs first in every acquire script. It returns the reply to
 -- give at once, or nil when the caller may go on, and the grace left (see
--- grace_left): {-5} when the epoch marker is missing; {-1} when the caller's
--- lease is gone; {0, grace, -1} when it is gone during a restart grace (the
--- caller's session may still reclaim it: come back after the grace).
+-- grace_left): {-5} when the epoch marker is missing; {-7} when the hold id
+-- was withdrawn; {-1} when the caller's lease is gone; {0, grace, -1} when
+-- it is gone during a restart grace (the caller's session may still reclaim
+-- it: come back after the grace).
 local function check_caller(p, hid)
   local grace = grace_left(p)
   if grace < 0 then
     return {-5}, grace
   end
-  if not alive(p, hid) then
+  local lease = redis.call('HMGET', p .. 's:' .. sid_of(hid), 'ttl', 'x:' .. hid)
+  if lease[2] then
+    return {-7}, grace -- withdrawn (see withdraw): a late or repeated attempt
+  end
+  if not lease[1] then
     if grace > 0 then
       return {0, grace, -1}, grace
     end
     return {-1}, grace
   end
   return nil, grace
+end
+
+-- withdraw marks hold id hid as never to be granted or queued again: the
+-- client gave up on it while one of its acquire attempts may still be on the
+-- way (delayed in the network, or sent again on a new connection) and would
+-- otherwise grant a resource nobody waits for. The marker is a field of the
+-- session's lease hash, so it lives exactly as long as the hold id can.
+local function withdraw(p, hid)
+  local lease = p .. 's:' .. sid_of(hid)
+  if redis.call('EXISTS', lease) == 1 then
+    redis.call('HSET', lease, 'x:' .. hid, '1')
+  end
 end
 
 -- first_live drops dead sessions' entries from the head of waiter queue q and

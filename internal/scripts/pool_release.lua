@@ -1,10 +1,14 @@
 -- pool_release.lua: release the member a hold id holds (it becomes the most
 -- recently released), or withdraw the hold id from the queue; then serve waiters.
--- KEYS / ARGV[1..6] as in pool_acquire.lua, but ARGV[3] is unused.
+-- KEYS / ARGV[1..6] as in pool_acquire.lua, but ARGV[3] is "1" to withdraw
+-- the hold id for good (see withdraw in common.lua).
 -- ARGV[7] member requested, "" for any (to find the queue entry)
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when neither: idempotent.
 local p, hid, q, b = ARGV[1], ARGV[2], KEYS[1], ARGV[6]
+if ARGV[3] == '1' then
+  withdraw(p, hid)
+end
 local k = pool_held_by(b, hid)
 if k then
   pool_unhold(b, k, hid)

@@ -161,6 +161,7 @@ type Status int8
 
 // Acquire outcomes.
 const (
+	Withdrawn    Status = -7 // the hold id was withdrawn for good (a late or repeated attempt)
 	epochMissing Status = -5 // handled inside Env: the marker is recreated and the call retried
 	LeaseGone    Status = -1 // the caller's own lease no longer exists
 	Busy         Status = 0  // not granted; queued when the caller asked to wait
@@ -276,6 +277,8 @@ func parseGrant(v []rueidis.RedisMessage, name string) (Grant, error) {
 		return Grant{Status: LeaseGone}, nil
 	case len(ints) == 1 && ints[0] == -5:
 		return Grant{Status: epochMissing}, nil
+	case len(ints) == 1 && ints[0] == -7:
+		return Grant{Status: Withdrawn}, nil
 	case len(ints) == 2 && ints[0] == -2:
 		return Grant{}, fmt.Errorf("%w: stored limit is %d", ErrLimitMismatch, ints[1])
 	case len(ints) == 1 && ints[0] == -3:
@@ -299,14 +302,17 @@ const (
 )
 
 // Release releases r held by hid, or withdraws hid from r's queue.
-// It is idempotent and never touches a grant of another hold id.
+// It is idempotent and never touches a grant of another hold id. With
+// withdraw, hid can never be granted or queued again: use it whenever an
+// acquire attempt for hid may still arrive (one failed with an unknown
+// outcome), so that a late attempt cannot grant a resource nobody waits for.
 //
 // With Acks, the release is followed by WAIT in the same round trip; too few
 // acknowledgements return ErrNotReplicated: the release happened but a
 // failover could undo it, so the caller should retry it (it is idempotent)
 // until acknowledged.
-func (e Env) Release(ctx context.Context, r Resource, hid string) (Released, error) {
-	x := e.releaseCmd(r, hid)
+func (e Env) Release(ctx context.Context, r Resource, hid string, withdraw bool) (Released, error) {
+	x := e.releaseCmd(r, hid, withdraw)
 	res, werr := e.execWait(ctx, x.s, x.keys, x.args)
 	v, err := res.AsInt64()
 	if err != nil {
@@ -325,30 +331,36 @@ func (x execer) Exec(ctx context.Context, c rueidis.Client) rueidis.RedisResult 
 	return x.s.Exec(ctx, c, x.keys, x.args)
 }
 
-func (e Env) releaseCmd(r Resource, hid string) execer {
+func (e Env) releaseCmd(r Resource, hid string, withdraw bool) execer {
+	w := "0"
+	if withdraw {
+		w = "1"
+	}
 	switch r.Kind {
 	case Mutex:
-		return execer{mutexRelease, e.mutexKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name}}
+		return execer{mutexRelease, e.mutexKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name, w}}
 	case Semaphore:
 		return execer{semRelease, e.semKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
-			strconv.FormatInt(r.N, 10)}}
+			strconv.FormatInt(r.N, 10), w}}
 	case Pool:
-		return execer{poolRelease, e.poolKeys(r.Name), []string{e.K.Prefix, hid, "", e.sharded(), r.Name,
+		return execer{poolRelease, e.poolKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
 			e.K.PoolBase(r.Name), r.Key}}
 	case Election:
 		return execer{elResign, e.elKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
-			e.K.ElectionChannel(r.Name)}}
+			e.K.ElectionChannel(r.Name), w}}
 	}
 	panic(fmt.Sprintf("scripts: release of unknown kind %v", r.Kind))
 }
 
-// ReleaseMulti releases many holds in one round trip. errs[i] is the error of
-// holds[i], nil on success; with Acks, a WAIT closes the pipeline and too few
+// ReleaseMulti releases many holds in one round trip, withdrawing their hold
+// ids for good (see Release): it serves the releases whose outcome, or whose
+// acquire's outcome, is unknown. errs[i] is the error of holds[i], nil on
+// success; with Acks, a WAIT closes the pipeline and too few
 // acknowledgements make every release report ErrNotReplicated.
 func (e Env) ReleaseMulti(ctx context.Context, rs []Resource, hids []string) []error {
 	xs := make([]execer, len(rs))
 	for i := range rs {
-		xs[i] = e.releaseCmd(rs[i], hids[i])
+		xs[i] = e.releaseCmd(rs[i], hids[i], true)
 	}
 	errs := make([]error, len(rs))
 	for attempt := 0; attempt < 2; attempt++ {

@@ -2,10 +2,14 @@
 -- the queue; then serve the waiters that now fit.
 -- KEYS[1] meta   KEYS[2] holders   KEYS[3] queue (see semaphore_lib.lua)
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" for sharded pub/sub
--- ARGV[4] name   ARGV[5] n requested
+-- ARGV[4] name   ARGV[5] n requested   ARGV[6] "1" to withdraw the hold id
+-- for good (see withdraw in common.lua)
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when neither: idempotent.
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
+if ARGV[6] == '1' then
+  withdraw(p, hid)
+end
 local v = redis.call('HGET', holders, hid)
 if v then
   redis.call('HDEL', holders, hid)
