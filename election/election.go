@@ -194,7 +194,7 @@ func (e *Election) observe(ctx context.Context, out chan Leader) {
 		recheck := e.s.Recheck()
 		stop, err := e.s.Watch(ctx, ch, msgs)
 		if err != nil {
-			if !sleep(ctx, nil, retry) {
+			if !sleep(ctx, retry) {
 				return
 			}
 			retry = min(2*retry, time.Second)
@@ -226,16 +226,14 @@ func (e *Election) observe(ctx context.Context, out chan Leader) {
 	}
 }
 
-// sleep waits d; it reports false when ctx ends or stop is closed first.
-func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+// sleep waits d; it reports false when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
 	case <-ctx.Done():
-		return false
-	case <-stop:
 		return false
 	}
 }
