@@ -120,6 +120,24 @@ local function withdraw(p, hid)
   end
 end
 
+-- busy is the reply of an acquire that did not grant: {0, wait ms, queue
+-- position}. With queue "1" the caller's entry joins the FIFO queue q, once
+-- (a re-check keeps its place); pos is the reply of LPOS when the caller
+-- already asked (false: not queued), nil otherwise.
+-- Without queueing the position is -1.
+local function busy(q, entry, wait, queue, pos)
+  if queue ~= '1' then
+    return {0, wait, -1}
+  end
+  if pos == nil then
+    pos = redis.call('LPOS', q, entry)
+  end
+  if not pos then
+    pos = redis.call('RPUSH', q, entry) - 1
+  end
+  return {0, wait, pos}
+end
+
 -- first_live drops dead sessions' entries from the head of waiter queue q and
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)

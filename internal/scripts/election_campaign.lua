@@ -42,10 +42,5 @@ if free then
 end
 if ARGV[3] == '1' then
   redis.call('HSET', c, hid, ARGV[6])
-  local pos = redis.call('LPOS', q, hid)
-  if not pos then
-    pos = redis.call('RPUSH', q, hid) - 1
-  end
-  return {0, wait, pos}
 end
-return {0, wait, -1}
+return busy(q, hid, wait, ARGV[3])

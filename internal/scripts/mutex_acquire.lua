@@ -34,11 +34,4 @@ if free then
   single_handoff(p, m, q, ARGV[4], ARGV[5])
   wait = lease_pttl(p, nxt)
 end
-if ARGV[3] == '1' then
-  local pos = redis.call('LPOS', q, hid)
-  if not pos then
-    pos = redis.call('RPUSH', q, hid) - 1
-  end
-  return {0, wait, pos}
-end
-return {0, wait, -1}
+return busy(q, hid, wait, ARGV[3])

@@ -61,10 +61,4 @@ elseif want ~= '' then
 else
   wait = pool_wait(p, b)
 end
-if ARGV[3] == '1' then
-  if not pos then
-    pos = redis.call('RPUSH', q, entry) - 1
-  end
-  return {0, wait, pos}
-end
-return {0, wait, -1}
+return busy(q, entry, wait, ARGV[3], pos)

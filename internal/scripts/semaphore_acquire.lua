@@ -51,11 +51,4 @@ local wait = grace
 if grace == 0 then
   wait = sem_wait(p, holders)
 end
-if ARGV[3] == '1' then
-  local pos = redis.call('LPOS', q, entry)
-  if not pos then
-    pos = redis.call('RPUSH', q, entry) - 1
-  end
-  return {0, wait, pos}
-end
-return {0, wait, -1}
+return busy(q, entry, wait, ARGV[3])
