@@ -77,14 +77,9 @@ func cli(t *testing.T, redis string, args ...string) (stdout, stderr string, cod
 	return p.stdout.String(), p.stderr.String(), code
 }
 
-// start starts leasehold in the background; t.Cleanup stops it (SIGTERM,
-// which it passes on to its command, then SIGKILL).
-func start(t *testing.T, redis string, args ...string) *proc {
-	t.Helper()
-	return startEnv(t, nil, redis, args...)
-}
-
-// startEnv is start with extra environment variables ("K=V").
+// startEnv starts leasehold in the background with extra environment
+// variables ("K=V"); t.Cleanup stops it (SIGTERM, which it passes on to its
+// command, then SIGKILL).
 func startEnv(t *testing.T, env []string, redis string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, cmd: exec.Command(binary(t), args...), done: make(chan struct{})}

@@ -64,13 +64,11 @@ func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 			return c.usageErr("%s takes no KEYS", op)
 		}
 	}
-	cl, e, err := connect(g)
+	ctx, e, done, err := connectAdmin(ctx, g)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
+	defer done()
 
 	switch op {
 	case "add":

@@ -18,6 +18,18 @@ const adminTimeout = 15 * time.Second
 
 // connect opens a client for a command that needs no session (status,
 // reset, pool). The caller closes it.
+// connectAdmin is connect for the short admin commands (status, reset,
+// pool): the returned ctx is bounded by adminTimeout, and done closes the
+// client and releases the ctx.
+func connectAdmin(ctx context.Context, g *globals) (context.Context, scripts.Env, func(), error) {
+	c, e, err := connect(g)
+	if err != nil {
+		return nil, scripts.Env{}, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	return ctx, e, func() { cancel(); c.Close() }, nil
+}
+
 func connect(g *globals) (rueidis.Client, scripts.Env, error) {
 	if err := g.check(); err != nil {
 		return nil, scripts.Env{}, err

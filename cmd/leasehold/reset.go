@@ -43,13 +43,11 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 			return err
 		}
 	}
-	cl, e, err := connect(g)
+	ctx, e, done, err := connectAdmin(ctx, g)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
+	defer done()
 
 	targets := pos
 	if *all {

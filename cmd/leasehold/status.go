@@ -108,13 +108,11 @@ func cmdStatus(ctx context.Context, g *globals, args []string, stdout io.Writer)
 	if len(pos) > 0 || hasCmd {
 		return c.usageErr("unexpected arguments")
 	}
-	cl, e, err := connect(g)
+	ctx, e, done, err := connectAdmin(ctx, g)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
+	defer done()
 	st, err := readStatus(ctx, e)
 	if err != nil {
 		return fail(exitError, "status: %v", err)
