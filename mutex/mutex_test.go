@@ -221,22 +221,7 @@ func TestResetEndsOnlyThatHold(t *testing.T) {
 			if ok, err := mutex.New(admin, "r1").Reset(ctx); err != nil || !ok {
 				t.Fatalf("Reset = %v, %v; want true", ok, err)
 			}
-			select {
-			case <-h1.Done():
-			case <-time.After(ttl / 3 * 2):
-				t.Fatalf("hold not ended %v after Reset (heartbeat interval %v)", time.Since(reset), ttl/3)
-			}
-			ended := time.Since(reset)
-			if ended > ttl/3+50*time.Millisecond {
-				t.Fatalf("hold ended %v after Reset; want within one heartbeat interval (%v)", ended, ttl/3)
-			}
-			t.Logf("hold ended %v after Reset", ended)
-			if !errors.Is(h1.Err(), session.ErrLost) || errors.Is(h1.Err(), session.ErrLeaseLost) {
-				t.Fatalf("reset hold cause = %v, want ErrLost (not ErrLeaseLost)", h1.Err())
-			}
-			if h2.Err() != nil || a.Err() != nil {
-				t.Fatalf("other hold %v / session %v ended by a Reset", h2.Err(), a.Err())
-			}
+			testutil.EndsTakenAway(t, "Reset", h1, h2, a, reset, ttl/3)
 			hb := <-got
 			if hb == nil || hb.Token() <= h1.Token() {
 				t.Fatal("waiter not granted with a newer token after Reset")

@@ -481,22 +481,7 @@ func TestRemoveEndsOnlyThatHold(t *testing.T) {
 			if err := padmin.Remove(ctx, gone); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case <-h1.Done():
-			case <-time.After(ttl / 3 * 2):
-				t.Fatalf("hold not ended %v after Remove (heartbeat interval %v)", time.Since(removed), ttl/3)
-			}
-			ended := time.Since(removed)
-			if ended > ttl/3+50*time.Millisecond {
-				t.Fatalf("hold ended %v after Remove; want within one heartbeat interval (%v)", ended, ttl/3)
-			}
-			t.Logf("hold ended %v after Remove", ended)
-			if !errors.Is(h1.Err(), session.ErrLost) || errors.Is(h1.Err(), session.ErrLeaseLost) {
-				t.Fatalf("removed hold cause = %v, want ErrLost (not ErrLeaseLost)", h1.Err())
-			}
-			if h2.Err() != nil || a.Err() != nil {
-				t.Fatalf("other hold %v / session %v ended by a Remove", h2.Err(), a.Err())
-			}
+			testutil.EndsTakenAway(t, "Remove", h1, h2, a, removed, ttl/3)
 			if err := h1.Release(ctx); !errors.Is(err, session.ErrLost) {
 				t.Fatalf("Release of the removed hold: %v, want ErrLost", err)
 			}

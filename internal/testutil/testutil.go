@@ -4,6 +4,7 @@ package testutil
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -85,5 +86,29 @@ func WaitFor(t testing.TB, ctx context.Context, cond func() bool) {
 			t.Fatal("condition not reached")
 		case <-time.After(time.Millisecond):
 		}
+	}
+}
+
+// EndsTakenAway checks that hold h, taken away at since by an operator action
+// (what: "Reset", "Remove"), ends within one heartbeat interval hb (+50ms of
+// scheduling slack) with ErrLost and not ErrLeaseLost, while the other hold
+// and the session s stay alive.
+func EndsTakenAway(t testing.TB, what string, h, other *session.Hold, s *session.Session, since time.Time, hb time.Duration) {
+	t.Helper()
+	select {
+	case <-h.Done():
+	case <-time.After(2 * hb):
+		t.Fatalf("hold not ended %v after %s (heartbeat interval %v)", time.Since(since), what, hb)
+	}
+	ended := time.Since(since)
+	if ended > hb+50*time.Millisecond {
+		t.Fatalf("hold ended %v after %s; want within one heartbeat interval (%v)", ended, what, hb)
+	}
+	t.Logf("hold ended %v after %s", ended, what)
+	if !errors.Is(h.Err(), session.ErrLost) || errors.Is(h.Err(), session.ErrLeaseLost) {
+		t.Fatalf("cause after %s = %v, want ErrLost (not ErrLeaseLost)", what, h.Err())
+	}
+	if other.Err() != nil || s.Err() != nil {
+		t.Fatalf("other hold %v / session %v ended by a %s", other.Err(), s.Err(), what)
 	}
 }
