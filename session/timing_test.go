@@ -767,8 +767,9 @@ func (c *countingClient) acquires(k scripts.Keys, sid string) []call {
 		if e, ok := rueidis.IsRedisErr(x.err); ok && e.IsNoScript() {
 			continue
 		}
-		// ARGV[2] is the hold id "<sid>.<n>", ARGV[3] the wait flag; acquire has 6 arguments, release 4.
-		if len(x.cmd) == 11 && strings.HasPrefix(x.cmd[6], sid+".") {
+		// Acquire has 3 keys (the mutex, its queue, the caller's lease) and 6
+		// arguments, ARGV[2] being the hold id "<sid>.<n>"; release has 2 keys.
+		if x.cmd[2] == "3" && len(x.cmd) == 12 && strings.HasPrefix(x.cmd[7], sid+".") {
 			out = append(out, x)
 		}
 	}

@@ -29,7 +29,10 @@ end
 
 -- next_token stores and returns max(last + 1, server time in microseconds) in
 -- field f of hash k: strictly increasing per resource, also after Redis lost
--- the hash, as long as the server clock does not step back.
+-- the hash, as long as the server clock does not step back. A fast path may
+-- store last + 1 without reading the clock: no token exceeds the server time
+-- (µs) of its grant, since grants of one resource are more than 1 µs apart,
+-- so a token read from the clock after a loss still exceeds all earlier ones.
 local function next_token(k, f)
   local last = tonumber(redis.call('HGET', k, f) or '0')
   local tok = math.max(last + 1, now_us())
@@ -90,12 +93,20 @@ end
 -- was withdrawn; {-1} when the caller's lease is gone; {0, grace, -1} when
 -- it is gone during a restart grace (the caller's session may still reclaim
 -- it: come back after the grace).
+--
+-- The lease's field 'g' is "0" once no restart grace is pending: set when
+-- the lease is created outside a grace, or here once the grace is over. A
+-- lease with g = "0" proves the epoch marker exists and no grace is left
+-- (losing the marker means losing the data, and the lease with it; a grace
+-- only starts when the marker is recreated), so a fast path may skip the
+-- marker when it finds g = "0" in the caller's lease.
 local function check_caller(p, hid)
   local grace = grace_left(p)
   if grace < 0 then
     return {-5}, grace
   end
-  local lease = redis.call('HMGET', p .. 's:' .. sid_of(hid), 'ttl', 'x:' .. hid)
+  local key = p .. 's:' .. sid_of(hid)
+  local lease = redis.call('HMGET', key, 'ttl', 'x:' .. hid, 'g')
   if lease[2] then
     return {-7}, grace -- withdrawn (see withdraw): a late or repeated attempt
   end
@@ -104,6 +115,9 @@ local function check_caller(p, hid)
       return {0, grace, -1}, grace
     end
     return {-1}, grace
+  end
+  if grace == 0 and lease[3] ~= '0' then
+    redis.call('HSET', key, 'g', '0')
   end
   return nil, grace
 end

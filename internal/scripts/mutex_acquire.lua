@@ -1,6 +1,7 @@
 -- mutex_acquire.lua: grant the mutex if it is free and nobody waits before the
 -- caller, else queue the caller FIFO (when asked to wait).
 -- KEYS[1] mutex {ns}:m:<name>   KEYS[2] queue {ns}:q:m:<name>
+-- KEYS[3] the caller's lease {ns}:s:<sid>
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] mutex name
 -- ARGV[6] the caller's session's lock delay, ms
@@ -11,6 +12,25 @@
 -- A free mutex with live waiters is handed to the first of them here, so a
 -- newcomer never overtakes a queue whose previous holder died.
 local p, hid, m, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
+
+-- Fast path, before the helpers exist (see scripts.go): the caller's lease
+-- exists with no grace pending (g = "0", see check_caller) and hid is not
+-- withdrawn; the mutex has a token, no holder, no lock delay running, and
+-- nobody waits. Anything else takes the full path below, which reads
+-- everything again.
+local lease = redis.call('HMGET', KEYS[3], 'ttl', 'g', 'x:' .. hid)
+if lease[1] and lease[2] == '0' and not lease[3] then
+  local st = redis.call('HMGET', m, 'hid', 'free', 'tok')
+  if not st[1] and not st[2] and st[3] and redis.call('LLEN', q) == 0 then
+    -- last + 1 without reading the clock: see next_token for why tokens
+    -- still increase across a loss of the data.
+    local tok = redis.call('HINCRBY', m, 'tok', 1)
+    redis.call('HSET', m, 'hid', hid, 'ld', ARGV[6])
+    return {1, tok}
+  end
+end
+
+--@helpers
 local stop, grace = check_caller(p, hid)
 if stop then
   return stop

@@ -7,11 +7,28 @@
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when it is neither (already released, or taken away): idempotent.
 local p, hid, m, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
+
+-- Fast path, before the helpers exist (see scripts.go): a plain release
+-- with nobody waiting.
+local released = false
+if ARGV[5] ~= '1' and redis.call('HGET', m, 'hid') == hid then
+  redis.call('HDEL', m, 'hid') -- 'ld' only matters while 'hid' is set
+  if redis.call('LLEN', q) == 0 then
+    return 1
+  end
+  released = true
+end
+
+--@helpers
+if released then
+  single_handoff(p, m, q, ARGV[3], ARGV[4])
+  return 1
+end
 if ARGV[5] == '1' then
   withdraw(p, hid)
 end
 if redis.call('HGET', m, 'hid') == hid then
-  redis.call('HDEL', m, 'hid') -- 'ld' only matters while 'hid' is set
+  redis.call('HDEL', m, 'hid')
   single_handoff(p, m, q, ARGV[3], ARGV[4])
   return 1
 end

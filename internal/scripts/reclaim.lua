@@ -23,7 +23,8 @@ if grace < 0 then
 elseif grace == 0 then
   return {-6}
 end
-redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'ttl', ARGV[3], 'ld', ARGV[4])
+-- 'g': a grace is pending (see check_caller).
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'ttl', ARGV[3], 'ld', ARGV[4], 'g', '1')
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 
 local function keep_max(k, f, tok)

@@ -3,8 +3,11 @@
 //
 // Each script lives in its own <name>.lua file with a header naming its KEYS,
 // ARGV and reply. common.lua holds helpers that are prepended to every script
-// at init; no script text is ever built from input, every varying value goes
-// through KEYS or ARGV.
+// at init, or inserted at a line "--@helpers" when the script has one: code
+// above that line runs before the helpers exist, which makes a fast path
+// cheaper (every helper is a closure Redis creates on every call). No script
+// text is ever built from input, every varying value goes through KEYS or
+// ARGV.
 //
 // Validity model: a hold is valid while the resource records its hold id and
 // the lease of the session in that id exists. Only the lease has a TTL, so
@@ -48,7 +51,8 @@ var (
 	reclaimLua string
 )
 
-// script prepends common.lua and the given libraries to body.
+// script prepends common.lua and the given libraries to body, or inserts
+// them at body's "--@helpers" line.
 func script(body string, libs ...string) *Script {
 	return newScript(join(body, libs), false)
 }
@@ -57,8 +61,15 @@ func readOnly(body string, libs ...string) *Script {
 	return newScript(join(body, libs), true)
 }
 
+// helpersMark is the line of a script where the helpers go.
+const helpersMark = "\n--@helpers\n"
+
 func join(body string, libs []string) string {
-	return common + "\n" + strings.Join(libs, "\n") + "\n" + body
+	helpers := common + "\n" + strings.Join(libs, "\n") + "\n"
+	if before, after, ok := strings.Cut(body, helpersMark); ok {
+		return before + "\n" + helpers + after
+	}
+	return helpers + body
 }
 
 var (
@@ -188,7 +199,7 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 	var x execer
 	switch r.Kind {
 	case Mutex:
-		x = execer{mutexAcquire, e.mutexKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name, ms(e.LockDelay)}}
+		x = execer{mutexAcquire, append(e.mutexKeys(r.Name), e.K.Lease(sidOf(hid))), []string{e.K.Prefix, hid, w, e.sharded(), r.Name, ms(e.LockDelay)}}
 	case Semaphore:
 		x = execer{semAcquire, e.semKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
 			strconv.FormatInt(r.N, 10), strconv.FormatInt(r.Limit, 10)}}
@@ -407,11 +418,21 @@ func (e Env) ReleaseMulti(ctx context.Context, rs []Resource, hids []string) []e
 }
 
 // OpenLease creates the lease of session sid. It reports false when the id is
-// taken.
+// taken. A missing epoch marker is recreated first (see InitEpoch).
 func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay time.Duration) (bool, error) {
-	v, err := sessionOpen.Exec(ctx, e.C, []string{e.K.Lease(sid)},
-		[]string{owner, ms(ttl), ms(lockDelay)}).AsInt64()
-	return v == 1, err
+	for attempt := 0; ; attempt++ {
+		v, err := sessionOpen.Exec(ctx, e.C, []string{e.K.Lease(sid)},
+			[]string{owner, ms(ttl), ms(lockDelay), e.K.Prefix}).AsInt64()
+		if err != nil || v != int64(epochMissing) {
+			return v == 1, err
+		}
+		if attempt > 0 {
+			return false, fmt.Errorf("%w: epoch marker missing again", errReply)
+		}
+		if err := e.InitEpoch(ctx); err != nil {
+			return false, err
+		}
+	}
 }
 
 // Lease states reported by Heartbeat.
@@ -599,6 +620,12 @@ func str(m rueidis.RedisMessage, dst *string) (err error) {
 func num(m rueidis.RedisMessage, dst *int64) (err error) {
 	*dst, err = m.AsInt64()
 	return err
+}
+
+// sidOf returns the session id part of hold id "<sid>.<n>".
+func sidOf(hid string) string {
+	sid, _, _ := strings.Cut(hid, ".")
+	return sid
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
