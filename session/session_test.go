@@ -126,14 +126,18 @@ func TestOneRequestPerHeartbeat(t *testing.T) {
 	}
 }
 
-func evalshaCalls(t *testing.T, c rueidis.Client) int64 {
+func evalshaCalls(t *testing.T, c rueidis.Client) int64 { return serverCalls(t, c, "evalsha") }
+
+// serverCalls returns how many times the server ran command cmd (lower
+// case), inside scripts too (INFO commandstats).
+func serverCalls(t *testing.T, c rueidis.Client, cmd string) int64 {
 	t.Helper()
 	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for line := range strings.SplitSeq(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
 			n, _, _ := strings.Cut(rest, ",")
 			v, err := strconv.ParseInt(n, 10, 64)
 			if err != nil {
@@ -143,6 +147,74 @@ func evalshaCalls(t *testing.T, c rueidis.Client) int64 {
 		}
 	}
 	return 0
+}
+
+// TestMutexFastPath: once no restart grace is pending, an uncontended lock
+// and release skip the epoch marker and the clock (no GET, no TIME on the
+// server: the scripts' fast path), also for a session opened during a grace;
+// tokens still increase, also across a restart without persistence.
+func TestMutexFastPath(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	const ttl = time.Second
+	// A brand-new server: the namespace starts with a restart grace.
+	a, err := session.New(ctx, testutil.Client(t, srv.Addr()), session.Options{Namespace: ns, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	probe := testutil.Client(t, srv.Addr())
+	lease := "{" + ns + "}:s:" + a.ID()
+	if g, _ := probe.Do(ctx, probe.B().Hget().Key(lease).Field("g").Build()).ToString(); g == "0" {
+		t.Fatalf("lease of a session opened during the grace has g = %q, want it pending", g)
+	}
+	m := mutex.New(a, "m")
+	h, err := m.Lock(ctx) // waits out the grace on the full path
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := h.Token()
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := probe.Do(ctx, probe.B().Hget().Key(lease).Field("g").Build()).ToString(); g != "0" {
+		t.Fatalf("lease field g = %q after the grace, want \"0\"", g)
+	}
+	get0, time0 := serverCalls(t, probe, "get"), serverCalls(t, probe, "time")
+	for range 50 {
+		h, err := m.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Token() <= last {
+			t.Fatalf("token %d after %d", h.Token(), last)
+		}
+		last = h.Token()
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := serverCalls(t, probe, "get") - get0; n != 0 {
+		t.Errorf("%d GET (epoch marker) in 50 uncontended lock+release, want 0", n)
+	}
+	if n := serverCalls(t, probe, "time") - time0; n != 0 {
+		t.Errorf("%d TIME in 50 uncontended lock+release, want 0", n)
+	}
+
+	// Redis loses everything: the first token after it (read from the
+	// clock) still exceeds the last one before it.
+	_ = a.Close()
+	srv.Kill()
+	srv.Restart()
+	b := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: ttl, DisableRestartGrace: true})
+	h, err = mutex.New(b, "m").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Token() <= last {
+		t.Fatalf("token %d after a restart without persistence, want above %d", h.Token(), last)
+	}
 }
 
 // TestCallsAfterCloseFail: Close is idempotent, ends holds with ErrClosed,

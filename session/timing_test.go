@@ -767,9 +767,9 @@ func (c *countingClient) acquires(k scripts.Keys, sid string) []call {
 		if e, ok := rueidis.IsRedisErr(x.err); ok && e.IsNoScript() {
 			continue
 		}
-		// Acquire has 3 keys (the mutex, its queue, the caller's lease) and 6
-		// arguments, ARGV[2] being the hold id "<sid>.<n>"; release has 2 keys.
-		if x.cmd[2] == "3" && len(x.cmd) == 12 && strings.HasPrefix(x.cmd[7], sid+".") {
+		// Acquire has 3 keys (the mutex, its queue, the caller's lease) and 2
+		// arguments, ARGV[1] being the hold id "<sid>.<n>"; release has 2 keys.
+		if x.cmd[2] == "3" && len(x.cmd) == 8 && strings.HasPrefix(x.cmd[6], sid+".") {
 			out = append(out, x)
 		}
 	}

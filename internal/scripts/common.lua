@@ -7,6 +7,11 @@ local function sid_of(hid)
   return string.match(hid, '^([^.]+)%.')
 end
 
+-- prefix_of returns the prefix "{ns}:" of key k (a namespace has no braces).
+local function prefix_of(k)
+  return string.match(k, '^{[^}]*}:')
+end
+
 -- alive reports whether the lease of the session owning hold id hid exists.
 local function alive(p, hid)
   return redis.call('EXISTS', p .. 's:' .. sid_of(hid)) == 1

@@ -2,35 +2,39 @@
 -- caller, else queue the caller FIFO (when asked to wait).
 -- KEYS[1] mutex {ns}:m:<name>   KEYS[2] queue {ns}:q:m:<name>
 -- KEYS[3] the caller's lease {ns}:s:<sid>
--- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
--- ARGV[4] "1" for sharded pub/sub   ARGV[5] mutex name
--- ARGV[6] the caller's session's lock delay, ms
+-- ARGV[1] hold id   ARGV[2] options "<queue><sharded><lock delay>": queue
+-- "1" to queue when busy, sharded "1" for sharded pub/sub, then the caller's
+-- session's lock delay in ms (packed: every argument costs Redis a string
+-- on every call, and this script runs for every lock)
 -- Returns {1, token} when granted (also when already granted to this hold id,
 -- so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
 -- when not; {-1} when the caller's own lease is gone; {-5} when the epoch
 -- marker is missing (see common.lua grace_left).
 -- A free mutex with live waiters is handed to the first of them here, so a
 -- newcomer never overtakes a queue whose previous holder died.
-local p, hid, m, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
+local hid, m, q = ARGV[1], KEYS[1], KEYS[2]
 
 -- Fast path, before the helpers exist (see scripts.go): the caller's lease
 -- exists with no grace pending (g = "0", see check_caller) and hid is not
 -- withdrawn; the mutex has a token, no holder, no lock delay running, and
 -- nobody waits. Anything else takes the full path below, which reads
 -- everything again.
-local lease = redis.call('HMGET', KEYS[3], 'ttl', 'g', 'x:' .. hid)
-if lease[1] and lease[2] == '0' and not lease[3] then
+local lease = redis.call('HMGET', KEYS[3], 'g', 'x:' .. hid)
+if lease[1] == '0' and not lease[2] then
   local st = redis.call('HMGET', m, 'hid', 'free', 'tok')
   if not st[1] and not st[2] and st[3] and redis.call('LLEN', q) == 0 then
     -- last + 1 without reading the clock: see next_token for why tokens
     -- still increase across a loss of the data.
     local tok = redis.call('HINCRBY', m, 'tok', 1)
-    redis.call('HSET', m, 'hid', hid, 'ld', ARGV[6])
+    redis.call('HSET', m, 'hid', hid, 'ld', string.sub(ARGV[2], 3))
     return {1, tok}
   end
 end
 
 --@helpers
+local p = prefix_of(m)
+local queue, sharded, ld = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2), string.sub(ARGV[2], 3)
+local name = string.sub(m, #p + 3)
 local stop, grace = check_caller(p, hid)
 if stop then
   return stop
@@ -49,9 +53,9 @@ if free then
     if nxt then
       redis.call('LPOP', q)
     end
-    return {1, single_grant(p, m, hid, st.tok, ARGV[6])}
+    return {1, single_grant(p, m, hid, st.tok, ld)}
   end
-  single_handoff(p, m, q, ARGV[4], ARGV[5])
+  single_handoff(p, m, q, sharded, name)
   wait = lease_pttl(p, nxt)
 end
-return busy(q, hid, wait, ARGV[3])
+return busy(q, hid, wait, queue)

@@ -1,17 +1,18 @@
 -- mutex_release.lua: release the mutex held by a hold id, or withdraw that hold
 -- id from the waiter queue. Releasing hands the mutex to the first live waiter.
 -- KEYS[1] mutex {ns}:m:<name>   KEYS[2] queue {ns}:q:m:<name>
--- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" for sharded pub/sub
--- ARGV[4] mutex name   ARGV[5] "1" to withdraw the hold id for good (see
+-- ARGV[1] hold id   ARGV[2] options "<sharded><withdraw>": sharded "1" for
+-- sharded pub/sub, withdraw "1" to withdraw the hold id for good (see
 -- withdraw in common.lua)
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when it is neither (already released, or taken away): idempotent.
-local p, hid, m, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2]
+local hid, m, q = ARGV[1], KEYS[1], KEYS[2]
+local withdrawing = string.sub(ARGV[2], 2, 2) == '1'
 
 -- Fast path, before the helpers exist (see scripts.go): a plain release
 -- with nobody waiting.
 local released = false
-if ARGV[5] ~= '1' and redis.call('HGET', m, 'hid') == hid then
+if not withdrawing and redis.call('HGET', m, 'hid') == hid then
   redis.call('HDEL', m, 'hid') -- 'ld' only matters while 'hid' is set
   if redis.call('LLEN', q) == 0 then
     return 1
@@ -20,16 +21,18 @@ if ARGV[5] ~= '1' and redis.call('HGET', m, 'hid') == hid then
 end
 
 --@helpers
+local p = prefix_of(m)
+local sharded, name = string.sub(ARGV[2], 1, 1), string.sub(m, #p + 3)
 if released then
-  single_handoff(p, m, q, ARGV[3], ARGV[4])
+  single_handoff(p, m, q, sharded, name)
   return 1
 end
-if ARGV[5] == '1' then
+if withdrawing then
   withdraw(p, hid)
 end
 if redis.call('HGET', m, 'hid') == hid then
   redis.call('HDEL', m, 'hid')
-  single_handoff(p, m, q, ARGV[3], ARGV[4])
+  single_handoff(p, m, q, sharded, name)
   return 1
 end
 if redis.call('LREM', q, 0, hid) > 0 then

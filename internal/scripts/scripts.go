@@ -199,7 +199,8 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 	var x execer
 	switch r.Kind {
 	case Mutex:
-		x = execer{mutexAcquire, append(e.mutexKeys(r.Name), e.K.Lease(sidOf(hid))), []string{e.K.Prefix, hid, w, e.sharded(), r.Name, ms(e.LockDelay)}}
+		x = execer{mutexAcquire, append(e.mutexKeys(r.Name), e.K.Lease(sidOf(hid))),
+			[]string{hid, w + e.sharded() + ms(e.LockDelay)}}
 	case Semaphore:
 		x = execer{semAcquire, e.semKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
 			strconv.FormatInt(r.N, 10), strconv.FormatInt(r.Limit, 10)}}
@@ -349,7 +350,7 @@ func (e Env) releaseCmd(r Resource, hid string, withdraw bool) execer {
 	}
 	switch r.Kind {
 	case Mutex:
-		return execer{mutexRelease, e.mutexKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name, w}}
+		return execer{mutexRelease, e.mutexKeys(r.Name), []string{hid, e.sharded() + w}}
 	case Semaphore:
 		return execer{semRelease, e.semKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
 			strconv.FormatInt(r.N, 10), w}}
