@@ -22,6 +22,7 @@ type contRun struct {
 	GapP99us         float64
 	ReleaseP50us     float64 // duration of the Release call
 	PingP50us        float64 // PING round trip from another client under the same load
+	TryP50us         float64 // failed TryLock of the same contender (another key) under the same load
 	ReqPerHandoff    float64 // requests the holders sent from Lock to Release done, per hand-off (heartbeats apart)
 	BeatsPerHandoff  float64 // leasehold heartbeats sent in the window, per hand-off
 	ReqPerLock       float64 // requests a worker sent during one Lock call (heartbeats excluded)
@@ -96,11 +97,29 @@ func (h *harness) contended(ctx context.Context, c contender, round int) (contRu
 	if err := h.adm.flush(ctx); err != nil {
 		return contRun{}, err
 	}
-	ps, err := h.openProcs(ctx, c, h.cfg.Holders, procOpts{ns: h.ns()})
+	ns := h.ns()
+	ps, err := h.openProcs(ctx, c, h.cfg.Holders, procOpts{ns: ns})
 	if err != nil {
 		return contRun{}, err
 	}
 	defer h.closeProcs(c, ps)
+	// Two more procs of the same contender, outside the counted ones: one
+	// holds key "probe" for the whole run, the other times a failed TryLock
+	// of it under the same load (tryProbe).
+	probes, err := h.openProcs(ctx, c, 2, procOpts{ns: ns})
+	if err != nil {
+		return contRun{}, err
+	}
+	defer h.closeProcs(c, probes)
+	pctx, pcancel := context.WithCancel(ctx) // rueidislock ends a lock with its ctx
+	defer pcancel()
+	guard := time.AfterFunc(callTimeout, pcancel)
+	pu, err := probes[0].Lock(pctx, "probe")
+	guard.Stop()
+	if err != nil {
+		return contRun{}, fmt.Errorf("probe: hold the key: %w", err)
+	}
+	defer func() { _ = pu(context.Background()) }()
 
 	epoch := time.Now()
 	since := func() int64 { return int64(time.Since(epoch)) } // monotonic
@@ -204,9 +223,34 @@ func (h *harness) contended(ctx context.Context, c contender, round int) (contRu
 			}
 		}()
 	}
+	// A second probe times a failed TryLock (one round trip of the same
+	// contender) under the same load, every 10 ms: the gap target's "one
+	// round trip" under the conditions the gap is measured in.
+	var tryLat []time.Duration
+	tryDone := make(chan struct{})
+	go func() {
+		defer close(tryDone)
+		for wctx.Err() == nil {
+			if w.on.Load() {
+				t0 := time.Now()
+				u, err := probes[1].TryLock(wctx, "probe")
+				d := time.Since(t0)
+				switch {
+				case errors.Is(err, errBusy) && w.on.Load():
+					tryLat = append(tryLat, d)
+				case err == nil:
+					samples.add(errors.New("probe: TryLock granted while another client held the lock"))
+					overlaps.Add(1)
+					_ = u(context.Background())
+				}
+			}
+			_ = sleepCtx(wctx, 10*time.Millisecond)
+		}
+	}()
 	merr := h.measure(ctx, ps, &w, h.cfg.ContDuration, h.profPath("contended", c, round))
 	cancel()
 	<-probeDone
+	<-tryDone
 	if probe != nil {
 		probe.Close()
 	}
@@ -245,6 +289,7 @@ func (h *harness) contended(ctx context.Context, c contender, round int) (contRu
 		GapP99us:         us(pct(t.gaps, 99)),
 		ReleaseP50us:     us(pct(t.rel, 50)),
 		PingP50us:        us(pct(probeLat, 50)),
+		TryP50us:         us(pct(tryLat, 50)),
 		ReqPerHandoff:    float64(t.iterReqs) / ho,
 		BeatsPerHandoff:  float64(w.lease) / ho,
 		ReqPerLock:       float64(t.lockReqs) / float64(t.locks),
