@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -303,6 +304,11 @@ func loadScript(b *testing.B, name string) *rueidis.Lua {
 	if err != nil {
 		b.Skipf("script not found: %v", err)
 	}
+	// As internal/scripts does: the helpers go at the "--@helpers" line, or
+	// before the whole body.
+	if before, after, ok := strings.Cut(string(body), "\n--@helpers\n"); ok {
+		return rueidis.NewLuaScript(before + "\n" + string(common) + "\n" + after)
+	}
 	return rueidis.NewLuaScript(string(common) + "\n\n" + string(body))
 }
 
@@ -314,7 +320,7 @@ func luaFixture(b *testing.B, e *microEnv) (prefix, sid string) {
 	prefix, sid = "{"+ns+"}:", "s1"
 	ctx := context.Background()
 	for _, cmd := range [][]string{
-		{"HSET", prefix + "s:" + sid, "owner", "bench", "ttl", "60000", "ld", "0"},
+		{"HSET", prefix + "s:" + sid, "owner", "bench", "ttl", "60000", "ld", "0", "g", "0"},
 		{"PEXPIRE", prefix + "s:" + sid, "60000"},
 		{"SET", prefix + "epoch", "0"},
 	} {
@@ -340,26 +346,29 @@ func BenchmarkLua(b *testing.B) {
 		e := newMicro(b)
 		acq, rel := loadScript(b, "mutex_acquire.lua"), loadScript(b, "mutex_release.lua")
 		prefix, sid := luaFixture(b, e)
-		keys := []string{prefix + "m:x", prefix + "q:m:x"}
+		keys := []string{prefix + "m:x", prefix + "q:m:x", prefix + "s:" + sid}
 		hid := sid + ".1"
 		ctx := context.Background()
+		// Options: queue when busy, not sharded, lock delay 0; release: not
+		// sharded, no withdrawal.
+		acqArgs, relArgs := []string{hid, "100"}, []string{hid, "00"}
 		check := func() {
-			v, err := acq.Exec(ctx, e.c, keys, []string{prefix, hid, "1", "0", "x"}).ToArray()
+			v, err := acq.Exec(ctx, e.c, keys, acqArgs).ToArray()
 			if err != nil || len(v) < 2 {
 				b.Skipf("mutex_acquire.lua contract changed: %v %v", v, err)
 			}
 			if n, _ := v[0].AsInt64(); n != 1 {
 				b.Skipf("mutex_acquire.lua did not grant: %v", v)
 			}
-			if n, err := rel.Exec(ctx, e.c, keys, []string{prefix, hid, "0", "x"}).AsInt64(); err != nil || n != 1 {
+			if n, err := rel.Exec(ctx, e.c, keys, relArgs).AsInt64(); err != nil || n != 1 {
 				b.Skipf("mutex_release.lua contract changed: %v %v", n, err)
 			}
 		}
 		check()
 		e.measure(func() {
 			for b.Loop() {
-				_ = acq.Exec(ctx, e.c, keys, []string{prefix, hid, "1", "0", "x"})
-				_ = rel.Exec(ctx, e.c, keys, []string{prefix, hid, "0", "x"})
+				_ = acq.Exec(ctx, e.c, keys, acqArgs)
+				_ = rel.Exec(ctx, e.c, keys, relArgs)
 			}
 		})
 	})
@@ -367,14 +376,14 @@ func BenchmarkLua(b *testing.B) {
 		e := newMicro(b)
 		acq := loadScript(b, "mutex_acquire.lua")
 		prefix, sid := luaFixture(b, e)
-		keys := []string{prefix + "m:x", prefix + "q:m:x"}
+		keys := []string{prefix + "m:x", prefix + "q:m:x", prefix + "s:" + sid}
 		ctx := context.Background()
-		if v, err := acq.Exec(ctx, e.c, keys, []string{prefix, sid + ".1", "1", "0", "x"}).ToArray(); err != nil || len(v) < 2 {
+		if v, err := acq.Exec(ctx, e.c, keys, []string{sid + ".1", "100"}).ToArray(); err != nil || len(v) < 2 {
 			b.Skipf("mutex_acquire.lua contract changed: %v %v", v, err)
 		}
 		e.measure(func() {
 			for b.Loop() {
-				_ = acq.Exec(ctx, e.c, keys, []string{prefix, sid + ".2", "0", "0", "x"})
+				_ = acq.Exec(ctx, e.c, keys, []string{sid + ".2", "000"})
 			}
 		})
 	})

@@ -767,9 +767,11 @@ func (c *countingClient) acquires(k scripts.Keys, sid string) []call {
 		if e, ok := rueidis.IsRedisErr(x.err); ok && e.IsNoScript() {
 			continue
 		}
-		// Acquire has 3 keys (the mutex, its queue, the caller's lease) and 2
-		// arguments, ARGV[1] being the hold id "<sid>.<n>"; release has 2 keys.
-		if x.cmd[2] == "3" && len(x.cmd) == 8 && strings.HasPrefix(x.cmd[6], sid+".") {
+		// Acquire and release have 3 keys (the mutex, its queue, the
+		// caller's lease) and 2 arguments: the hold id "<sid>.<n>" and the
+		// options, "<queue><sharded><lock delay ms>" for acquire (3 bytes or
+		// more), "<sharded><withdraw>" for release.
+		if x.cmd[2] == "3" && len(x.cmd) == 8 && strings.HasPrefix(x.cmd[6], sid+".") && len(x.cmd[7]) >= 3 {
 			out = append(out, x)
 		}
 	}

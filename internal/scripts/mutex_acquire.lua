@@ -14,20 +14,36 @@
 -- newcomer never overtakes a queue whose previous holder died.
 local hid, m, q = ARGV[1], KEYS[1], KEYS[2]
 
--- Fast path, before the helpers exist (see scripts.go): the caller's lease
--- exists with no grace pending (g = "0", see check_caller) and hid is not
--- withdrawn; the mutex has a token, no holder, no lock delay running, and
--- nobody waits. Anything else takes the full path below, which reads
+-- Fast paths, before the helpers exist (see scripts.go), when the caller's
+-- lease exists with no grace pending (g = "0", see check_caller) and hid is
+-- not withdrawn. Anything else takes the full path below, which reads
 -- everything again.
 local lease = redis.call('HMGET', KEYS[3], 'g', 'x:' .. hid)
 if lease[1] == '0' and not lease[2] then
   local st = redis.call('HMGET', m, 'hid', 'free', 'tok')
-  if not st[1] and not st[2] and st[3] and redis.call('LLEN', q) == 0 then
+  local holder = st[1]
+  if not holder and not st[2] and st[3] and redis.call('LLEN', q) == 0 then
+    -- Free, with a token, no lock delay running, nobody waiting: grant.
     -- last + 1 without reading the clock: see next_token for why tokens
     -- still increase across a loss of the data.
     local tok = redis.call('HINCRBY', m, 'tok', 1)
     redis.call('HSET', m, 'hid', hid, 'ld', string.sub(ARGV[2], 3))
     return {1, tok}
+  end
+  if holder and holder ~= hid then
+    -- Held by a live session: busy, the same reply as busy() in common.lua.
+    local p = string.match(m, '^{[^}]*}:')
+    local wait = redis.call('PTTL', p .. 's:' .. string.match(holder, '^([^.]+)%.'))
+    if wait > 0 then
+      if string.sub(ARGV[2], 1, 1) ~= '1' then
+        return {0, wait, -1}
+      end
+      local pos = redis.call('LPOS', q, hid)
+      if not pos then
+        pos = redis.call('RPUSH', q, hid) - 1
+      end
+      return {0, wait, pos}
+    end
   end
 end
 

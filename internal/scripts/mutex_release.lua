@@ -1,6 +1,7 @@
 -- mutex_release.lua: release the mutex held by a hold id, or withdraw that hold
 -- id from the waiter queue. Releasing hands the mutex to the first live waiter.
 -- KEYS[1] mutex {ns}:m:<name>   KEYS[2] queue {ns}:q:m:<name>
+-- KEYS[3] the releasing session's lease {ns}:s:<sid>
 -- ARGV[1] hold id   ARGV[2] options "<sharded><withdraw>": sharded "1" for
 -- sharded pub/sub, withdraw "1" to withdraw the hold id for good (see
 -- withdraw in common.lua)
@@ -9,8 +10,8 @@
 local hid, m, q = ARGV[1], KEYS[1], KEYS[2]
 local withdrawing = string.sub(ARGV[2], 2, 2) == '1'
 
--- Fast path, before the helpers exist (see scripts.go): a plain release
--- with nobody waiting.
+-- Fast paths, before the helpers exist (see scripts.go): a plain release
+-- with nobody waiting, or with a live first waiter to hand over to.
 local released = false
 if not withdrawing and redis.call('HGET', m, 'hid') == hid then
   redis.call('HDEL', m, 'hid') -- 'ld' only matters while 'hid' is set
@@ -18,6 +19,23 @@ if not withdrawing and redis.call('HGET', m, 'hid') == hid then
     return 1
   end
   released = true
+  -- The releaser's lease says no restart grace is pending (see
+  -- check_caller); the first waiter's lease exists (it always has 'ld').
+  -- Then hand over as single_handoff would, token last + 1 (next_token).
+  if redis.call('HGET', KEYS[3], 'g') == '0' then
+    local p = string.match(m, '^{[^}]*}:')
+    local nxt = redis.call('LINDEX', q, 0)
+    local sid = string.match(nxt, '^([^.]+)%.')
+    local ld = redis.call('HGET', p .. 's:' .. sid, 'ld')
+    if ld then
+      redis.call('LPOP', q)
+      local tok = redis.call('HINCRBY', m, 'tok', 1)
+      redis.call('HSET', m, 'hid', nxt, 'ld', ld)
+      local msg = 'g|' .. nxt .. '|' .. string.format('%.0f', tok) .. '|' .. string.sub(m, #p + 3)
+      redis.call(string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. 'n:' .. sid, msg)
+      return 1
+    end
+  end
 end
 
 --@helpers

@@ -350,7 +350,7 @@ func (e Env) releaseCmd(r Resource, hid string, withdraw bool) execer {
 	}
 	switch r.Kind {
 	case Mutex:
-		return execer{mutexRelease, e.mutexKeys(r.Name), []string{hid, e.sharded() + w}}
+		return execer{mutexRelease, append(e.mutexKeys(r.Name), e.K.Lease(sidOf(hid))), []string{hid, e.sharded() + w}}
 	case Semaphore:
 		return execer{semRelease, e.semKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
 			strconv.FormatInt(r.N, 10), w}}
