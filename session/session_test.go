@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/mutex"
+	"github.com/leasehold/leasehold/semaphore"
 	"github.com/leasehold/leasehold/session"
 )
 
@@ -149,11 +150,12 @@ func serverCalls(t *testing.T, c rueidis.Client, cmd string) int64 {
 	return 0
 }
 
-// TestMutexFastPath: once no restart grace is pending, an uncontended lock
-// and release skip the epoch marker and the clock (no GET, no TIME on the
-// server: the scripts' fast path), also for a session opened during a grace;
-// tokens still increase, also across a restart without persistence.
-func TestMutexFastPath(t *testing.T) {
+// TestFastPaths: once no restart grace is pending, an uncontended mutex
+// lock and release, and a semaphore acquire and release, skip the epoch
+// marker and the clock (no GET, no TIME on the server: the scripts' fast
+// paths), also for a session opened during a grace; tokens still increase,
+// also across a restart without persistence.
+func TestFastPaths(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)
 	ctx := testutil.Ctx(t, 30*time.Second)
@@ -201,6 +203,49 @@ func TestMutexFastPath(t *testing.T) {
 	if n := serverCalls(t, probe, "time") - time0; n != 0 {
 		t.Errorf("%d TIME in 50 uncontended lock+release, want 0", n)
 	}
+	// The same for a semaphore (limit 2, one permit each), once it has a
+	// token: its first grant takes the full path.
+	sem := semaphore.New(a, "s", 2)
+	h, err = sem.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := sem.Acquire(ctx, 1)
+	if err != nil || h2.Token() <= h.Token() {
+		t.Fatalf("second permit: %v, token %v after %d", err, h2, h.Token())
+	}
+	semLast := h2.Token()
+	_ = h.Release(ctx)
+	get0, time0 = serverCalls(t, probe, "get"), serverCalls(t, probe, "time")
+	for range 50 {
+		h, err := sem.Acquire(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Token() <= semLast {
+			t.Fatalf("semaphore token %d after %d", h.Token(), semLast)
+		}
+		semLast = h.Token()
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := serverCalls(t, probe, "get") - get0; n != 0 {
+		t.Errorf("%d GET in 50 uncontended semaphore acquire+release, want 0", n)
+	}
+	if n := serverCalls(t, probe, "time") - time0; n != 0 {
+		t.Errorf("%d TIME in 50 uncontended semaphore acquire+release, want 0", n)
+	}
+	// Both permits again: the fast path's counting left room for exactly two.
+	h, err = sem.Acquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sem.TryAcquire(ctx, 1); !errors.Is(err, semaphore.ErrNoPermits) {
+		t.Fatalf("third permit of a semaphore of 2: %v, want ErrNoPermits", err)
+	}
+	_ = h.Release(ctx)
+	_ = h2.Release(ctx)
 
 	// Redis loses everything: the first token after it (read from the
 	// clock) still exceeds the last one before it.

@@ -202,7 +202,7 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 		x = execer{mutexAcquire, append(e.mutexKeys(r.Name), e.K.Lease(sidOf(hid))),
 			[]string{hid, w + e.sharded() + ms(e.LockDelay)}}
 	case Semaphore:
-		x = execer{semAcquire, e.semKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
+		x = execer{semAcquire, append(e.semKeys(r.Name), e.K.Lease(sidOf(hid))), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
 			strconv.FormatInt(r.N, 10), strconv.FormatInt(r.Limit, 10)}}
 	case Pool:
 		x = execer{poolAcquire, e.poolKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,

@@ -1,6 +1,7 @@
 -- semaphore_acquire.lua: grant n permits if they fit and nobody waits before
 -- the caller, else queue the caller FIFO (when asked to wait).
 -- KEYS[1] meta {ns}:sem:<name>   KEYS[2] holders {ns}:semh:<name>   KEYS[3] queue {ns}:q:sem:<name>
+-- KEYS[4] the caller's lease {ns}:s:<sid>
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] name   ARGV[6] n   ARGV[7] the caller's limit
 -- Returns {1, token} when granted (idempotent per hold id, even after the
@@ -10,6 +11,27 @@
 -- the stored limit (it is then withdrawn): the caller holds and waits for
 -- nothing after -2; {-5} when the epoch marker is missing (see common.lua).
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
+
+-- Fast path, before the helpers exist (see scripts.go): the caller's lease
+-- exists with no grace pending (g = "0", see check_caller), hid is neither
+-- withdrawn nor granted already, the stored limit is the caller's, the
+-- permits fit without purging dead holders, the semaphore has a token and
+-- nobody waits. Then grant as sem_grant would, token last + 1 (see
+-- next_token). Anything else takes the full path below.
+local lease = redis.call('HMGET', KEYS[4], 'g', 'x:' .. hid)
+if lease[1] == '0' and not lease[2] then
+  local st = redis.call('HMGET', meta, 'limit', 'used', 'tok')
+  local n = tonumber(ARGV[6])
+  if st[1] == ARGV[7] and st[3] and tonumber(st[2] or '0') + n <= tonumber(st[1])
+      and not redis.call('HGET', holders, hid) and redis.call('LLEN', q) == 0 then
+    local tok = redis.call('HINCRBY', meta, 'tok', 1)
+    redis.call('HSET', holders, hid, ARGV[6] .. ':' .. string.format('%.0f', tok))
+    redis.call('HINCRBY', meta, 'used', ARGV[6])
+    return {1, tok}
+  end
+end
+
+--@helpers
 local stop, grace = check_caller(p, hid)
 if stop then
   return stop

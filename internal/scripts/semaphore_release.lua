@@ -7,6 +7,27 @@
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when neither: idempotent.
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
+
+-- Fast path, before the helpers exist (see scripts.go): a plain release
+-- with nobody waiting (sem_serve would then grant nothing).
+local released = false
+if ARGV[6] ~= '1' then
+  local v = redis.call('HGET', holders, hid)
+  if v then
+    redis.call('HDEL', holders, hid)
+    redis.call('HINCRBY', meta, 'used', '-' .. string.match(v, '^(%d+)'))
+    if redis.call('LLEN', q) == 0 then
+      return 1
+    end
+    released = true
+  end
+end
+
+--@helpers
+if released then
+  sem_serve(p, meta, holders, q, ARGV[3], ARGV[4])
+  return 1
+end
 if ARGV[6] == '1' then
   withdraw(p, hid)
 end
