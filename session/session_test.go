@@ -151,10 +151,11 @@ func serverCalls(t *testing.T, c rueidis.Client, cmd string) int64 {
 }
 
 // TestFastPaths: once no restart grace is pending, an uncontended mutex
-// lock and release, and a semaphore acquire and release, skip the epoch
-// marker and the clock (no GET, no TIME on the server: the scripts' fast
-// paths), also for a session opened during a grace; tokens still increase,
-// also across a restart without persistence.
+// lock and release, a mutex hand-off, and a semaphore acquire and release
+// skip the epoch marker (no GET on the server: the scripts' fast paths),
+// also for a session opened during a grace. Their tokens still increase
+// when the stored token went back (as after a restart from an older
+// snapshot) and across a restart without persistence.
 func TestFastPaths(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)
@@ -200,8 +201,51 @@ func TestFastPaths(t *testing.T) {
 	if n := serverCalls(t, probe, "get") - get0; n != 0 {
 		t.Errorf("%d GET (epoch marker) in 50 uncontended lock+release, want 0", n)
 	}
-	if n := serverCalls(t, probe, "time") - time0; n != 0 {
-		t.Errorf("%d TIME in 50 uncontended lock+release, want 0", n)
+	if n := serverCalls(t, probe, "time") - time0; n != 50 {
+		t.Errorf("%d TIME in 50 uncontended lock+release, want one per grant", n)
+	}
+	// The stored token goes back: the clock keeps new tokens above it.
+	mkey := "{" + ns + "}:m:m"
+	rollBack := func(key string) {
+		t.Helper()
+		if err := probe.Do(ctx, probe.B().Hset().Key(key).FieldValue().FieldValue("tok", "1").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rollBack(mkey)
+	if h, err = m.Lock(ctx); err != nil || h.Token() <= last {
+		t.Fatalf("Lock after the stored token went back: %v, token %v; want above %d", err, h, last)
+	}
+	last = h.Token()
+	// A hand-off on the fast path, after the stored token went back too.
+	b := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: ttl})
+	get0 = serverCalls(t, probe, "get")
+	waiter := make(chan *session.Hold, 1)
+	go func() {
+		h, err := mutex.New(b, "m").Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		waiter <- h
+	}()
+	testutil.WaitFor(t, ctx, func() bool {
+		n, _ := probe.Do(ctx, probe.B().Llen().Key("{"+ns+"}:q:m:m").Build()).AsInt64()
+		return n == 1
+	})
+	rollBack(mkey)
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hb := <-waiter
+	if hb == nil || hb.Token() <= last {
+		t.Fatalf("hand-off after the stored token went back: token %v, want above %d", hb, last)
+	}
+	if n := serverCalls(t, probe, "get") - get0; n != 0 {
+		t.Errorf("%d GET (epoch marker) in a queued Lock and a hand-off, want 0", n)
+	}
+	last = hb.Token()
+	if err := hb.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 	// The same for a semaphore (limit 2, one permit each), once it has a
 	// token: its first grant takes the full path.
@@ -233,13 +277,15 @@ func TestFastPaths(t *testing.T) {
 	if n := serverCalls(t, probe, "get") - get0; n != 0 {
 		t.Errorf("%d GET in 50 uncontended semaphore acquire+release, want 0", n)
 	}
-	if n := serverCalls(t, probe, "time") - time0; n != 0 {
-		t.Errorf("%d TIME in 50 uncontended semaphore acquire+release, want 0", n)
+	if n := serverCalls(t, probe, "time") - time0; n != 50 {
+		t.Errorf("%d TIME in 50 uncontended semaphore acquire+release, want one per grant", n)
 	}
-	// Both permits again: the fast path's counting left room for exactly two.
+	// Both permits again (the fast path's counting left room for exactly
+	// two), the first after the stored token went back.
+	rollBack("{" + ns + "}:sem:s")
 	h, err = sem.Acquire(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || h.Token() <= semLast {
+		t.Fatalf("Acquire after the stored token went back: %v, token %v; want above %d", err, h, semLast)
 	}
 	if _, err := sem.TryAcquire(ctx, 1); !errors.Is(err, semaphore.ErrNoPermits) {
 		t.Fatalf("third permit of a semaphore of 2: %v, want ErrNoPermits", err)
@@ -252,8 +298,8 @@ func TestFastPaths(t *testing.T) {
 	_ = a.Close()
 	srv.Kill()
 	srv.Restart()
-	b := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: ttl, DisableRestartGrace: true})
-	h, err = mutex.New(b, "m").TryLock(ctx)
+	c := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: ttl, DisableRestartGrace: true})
+	h, err = mutex.New(c, "m").TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,10 +34,8 @@ end
 
 -- next_token stores and returns max(last + 1, server time in microseconds) in
 -- field f of hash k: strictly increasing per resource, also after Redis lost
--- the hash, as long as the server clock does not step back. A fast path may
--- store last + 1 without reading the clock: no token exceeds the server time
--- (µs) of its grant, since grants of one resource are more than 1 µs apart,
--- so a token read from the clock after a loss still exceeds all earlier ones.
+-- the hash or went back to an older copy of it, as long as the server clock
+-- does not step back. (new_token in fastpath.lua is the same rule.)
 local function next_token(k, f)
   local last = tonumber(redis.call('HGET', k, f) or '0')
   local tok = math.max(last + 1, now_us())

@@ -24,11 +24,9 @@ if lease[1] == '0' and not lease[2] then
   local holder = st[1]
   if not holder and not st[2] and st[3] and redis.call('LLEN', q) == 0 then
     -- Free, with a token, no lock delay running, nobody waiting: grant.
-    -- last + 1 without reading the clock: see next_token for why tokens
-    -- still increase across a loss of the data.
-    local tok = redis.call('HINCRBY', m, 'tok', 1)
-    redis.call('HSET', m, 'hid', hid, 'ld', string.sub(ARGV[2], 3))
-    return {1, tok}
+    local tok, n = new_token(st[3])
+    redis.call('HSET', m, 'hid', hid, 'tok', tok, 'ld', string.sub(ARGV[2], 3))
+    return {1, n}
   end
   if holder and holder ~= hid then
     -- Held by a live session: busy, the same reply as busy() in common.lua.

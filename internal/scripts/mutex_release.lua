@@ -21,7 +21,7 @@ if not withdrawing and redis.call('HGET', m, 'hid') == hid then
   released = true
   -- The releaser's lease says no restart grace is pending (see
   -- check_caller); the first waiter's lease exists (it always has 'ld').
-  -- Then hand over as single_handoff would, token last + 1 (next_token).
+  -- Then hand over as single_handoff would.
   if redis.call('HGET', KEYS[3], 'g') == '0' then
     local p = string.match(m, '^{[^}]*}:')
     local nxt = redis.call('LINDEX', q, 0)
@@ -29,9 +29,9 @@ if not withdrawing and redis.call('HGET', m, 'hid') == hid then
     local ld = redis.call('HGET', p .. 's:' .. sid, 'ld')
     if ld then
       redis.call('LPOP', q)
-      local tok = redis.call('HINCRBY', m, 'tok', 1)
-      redis.call('HSET', m, 'hid', nxt, 'ld', ld)
-      local msg = 'g|' .. nxt .. '|' .. string.format('%.0f', tok) .. '|' .. string.sub(m, #p + 3)
+      local tok = new_token(redis.call('HGET', m, 'tok'))
+      redis.call('HSET', m, 'hid', nxt, 'tok', tok, 'ld', ld)
+      local msg = 'g|' .. nxt .. '|' .. tok .. '|' .. string.sub(m, #p + 3)
       redis.call(string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. 'n:' .. sid, msg)
       return 1
     end

@@ -40,6 +40,7 @@ local function single(k, hid, tok)
     return true
   end
   if cur and alive(p, cur) then
+    keep_max(k, 'tok', tok) -- the stored token stays the highest one known
     return false
   end
   redis.call('HSET', k, 'hid', hid)

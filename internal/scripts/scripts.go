@@ -5,7 +5,8 @@
 // ARGV and reply. common.lua holds helpers that are prepended to every script
 // at init, or inserted at a line "--@helpers" when the script has one: code
 // above that line runs before the helpers exist, which makes a fast path
-// cheaper (every helper is a closure Redis creates on every call). No script
+// cheaper (every helper is a closure Redis creates on every call); such a
+// script gets the few helpers of fastpath.lua first. No script
 // text is ever built from input, every varying value goes through KEYS or
 // ARGV.
 //
@@ -31,6 +32,8 @@ import (
 var (
 	//go:embed common.lua
 	common string
+	//go:embed fastpath.lua
+	fastpath string
 	//go:embed session_open.lua
 	sessionOpenLua string
 	//go:embed heartbeat.lua
@@ -67,7 +70,7 @@ const helpersMark = "\n--@helpers\n"
 func join(body string, libs []string) string {
 	helpers := common + "\n" + strings.Join(libs, "\n") + "\n"
 	if before, after, ok := strings.Cut(body, helpersMark); ok {
-		return before + "\n" + helpers + after
+		return fastpath + "\n" + before + "\n" + helpers + after
 	}
 	return helpers + body
 }

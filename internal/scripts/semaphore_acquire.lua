@@ -16,18 +16,19 @@ local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 -- exists with no grace pending (g = "0", see check_caller), hid is neither
 -- withdrawn nor granted already, the stored limit is the caller's, the
 -- permits fit without purging dead holders, the semaphore has a token and
--- nobody waits. Then grant as sem_grant would, token last + 1 (see
--- next_token). Anything else takes the full path below.
+-- nobody waits. Then grant as sem_grant would. Anything else takes the full
+-- path below.
 local lease = redis.call('HMGET', KEYS[4], 'g', 'x:' .. hid)
 if lease[1] == '0' and not lease[2] then
   local st = redis.call('HMGET', meta, 'limit', 'used', 'tok')
   local n = tonumber(ARGV[6])
   if st[1] == ARGV[7] and st[3] and tonumber(st[2] or '0') + n <= tonumber(st[1])
       and not redis.call('HGET', holders, hid) and redis.call('LLEN', q) == 0 then
-    local tok = redis.call('HINCRBY', meta, 'tok', 1)
-    redis.call('HSET', holders, hid, ARGV[6] .. ':' .. string.format('%.0f', tok))
+    local tok, t = new_token(st[3])
+    redis.call('HSET', holders, hid, ARGV[6] .. ':' .. tok)
+    redis.call('HSET', meta, 'tok', tok)
     redis.call('HINCRBY', meta, 'used', ARGV[6])
-    return {1, tok}
+    return {1, t}
   end
 end
 
