@@ -105,7 +105,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 	s := &Session{
 		met: met,
 		env: scripts.Env{
-			C:          c,
+			C:          scripts.Bound(c),
 			K:          scripts.NewKeys(o.Namespace),
 			Sharded:    c.Mode() == rueidis.ClientModeCluster,
 			Grace:      o.RestartGrace,

@@ -2,7 +2,9 @@ package session_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -384,6 +386,65 @@ func TestCallsNeverOutliveCtx(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("%s: %v, want DeadlineExceeded", name, err)
 		}
+	}
+}
+
+// TestCallsNeverWaitForADial: a call whose connection is being redialled by
+// another goroutine (here the session retrying a withdrawal, Redis paused)
+// still returns when its ctx ends. rueidis alone would keep it waiting for
+// that dial's handshake, up to ConnWriteTimeout (scripts.Bound).
+func TestCallsNeverWaitForADial(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	dials := make(chan struct{}, 64)
+	opt := testutil.ClientOption(srv.Addr()) // ConnWriteTimeout 1 s
+	opt.PipelineMultiplex = -1               // one connection: every call shares its redial
+	opt.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		select {
+		case dials <- struct{}{}:
+		default:
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := testutil.Ctx(t, 10*time.Second)
+	s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for len(dials) > 0 {
+		<-dials
+	}
+	srv.Stop()
+	defer srv.Cont()
+	// The first TryLock times out and breaks the connection; the session
+	// retries its withdrawal with a longer deadline, which redials.
+	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = mutex.New(s, "m").TryLock(tctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock with Redis paused: %v, want DeadlineExceeded", err)
+	}
+	select {
+	case <-dials:
+	case <-ctx.Done():
+		t.Fatal("no redial after the connection broke")
+	}
+	tctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = mutex.New(s, "m").TryLock(tctx)
+	if el := time.Since(start); el > 600*time.Millisecond {
+		t.Fatalf("TryLock during a redial returned after %v with a 200ms ctx", el)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock during a redial: %v, want DeadlineExceeded", err)
 	}
 }
 

@@ -50,7 +50,7 @@ func connect(g *globals) (rueidis.Client, scripts.Env, error) {
 
 // env is what the scripts need, without a session.
 func env(c rueidis.Client, ns string) scripts.Env {
-	return scripts.Env{C: c, K: scripts.NewKeys(ns), Sharded: c.Mode() == rueidis.ClientModeCluster}
+	return scripts.Env{C: scripts.Bound(c), K: scripts.NewKeys(ns), Sharded: c.Mode() == rueidis.ClientModeCluster}
 }
 
 func describeAddr(opt rueidis.ClientOption) string {

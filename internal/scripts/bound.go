@@ -1,0 +1,51 @@
+package scripts
+
+import (
+	"context"
+
+	"github.com/redis/rueidis"
+)
+
+// Bound returns c with Do and DoMulti that return when their ctx ends, even
+// when rueidis would keep them waiting: a call that finds its connection
+// being redialled by another goroutine waits for that dial (rueidis'
+// singleconnect wait ignores the caller's ctx), and a dial to a stalled
+// server takes up to ConnWriteTimeout. The abandoned call finishes in its
+// own goroutine: rueidis checks ctx again before writing, and a call that
+// was already on the wire has an unknown outcome, which callers handle as
+// for any other error (Claim withdraws the hold id).
+func Bound(c rueidis.Client) rueidis.Client { return bounded{c} }
+
+type bounded struct{ rueidis.Client }
+
+func (c bounded) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if ctx.Done() == nil {
+		return c.Client.Do(ctx, cmd)
+	}
+	ch := make(chan rueidis.RedisResult, 1)
+	go func() { ch <- c.Client.Do(ctx, cmd) }()
+	select {
+	case r := <-ch:
+		return r
+	case <-ctx.Done():
+		return rueidis.NewErrorResult(context.Cause(ctx))
+	}
+}
+
+func (c bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
+	if ctx.Done() == nil {
+		return c.Client.DoMulti(ctx, multi...)
+	}
+	ch := make(chan []rueidis.RedisResult, 1)
+	go func() { ch <- c.Client.DoMulti(ctx, multi...) }()
+	select {
+	case r := <-ch:
+		return r
+	case <-ctx.Done():
+		rs := make([]rueidis.RedisResult, len(multi))
+		for i := range rs {
+			rs[i] = rueidis.NewErrorResult(context.Cause(ctx))
+		}
+		return rs
+	}
+}
