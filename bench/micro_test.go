@@ -304,10 +304,14 @@ func loadScript(b *testing.B, name string) *rueidis.Lua {
 	if err != nil {
 		b.Skipf("script not found: %v", err)
 	}
-	// As internal/scripts does: the helpers go at the "--@helpers" line, or
-	// before the whole body.
+	// As internal/scripts does: the helpers go at the "--@helpers" line,
+	// after fastpath.lua, or before the whole body.
 	if before, after, ok := strings.Cut(string(body), "\n--@helpers\n"); ok {
-		return rueidis.NewLuaScript(before + "\n" + string(common) + "\n" + after)
+		fast, err := os.ReadFile(filepath.Join(dir, "fastpath.lua"))
+		if err != nil {
+			b.Skipf("script not found: %v", err)
+		}
+		return rueidis.NewLuaScript(string(fast) + "\n" + before + "\n" + string(common) + "\n" + after)
 	}
 	return rueidis.NewLuaScript(string(common) + "\n\n" + string(body))
 }
@@ -364,7 +368,8 @@ func BenchmarkLua(b *testing.B) {
 				b.Skipf("mutex_release.lua contract changed: %v %v", n, err)
 			}
 		}
-		check()
+		check() // the first grant takes the full path: it stores the token
+		check() // the fast path
 		e.measure(func() {
 			for b.Loop() {
 				_ = acq.Exec(ctx, e.c, keys, acqArgs)
@@ -380,6 +385,11 @@ func BenchmarkLua(b *testing.B) {
 		ctx := context.Background()
 		if v, err := acq.Exec(ctx, e.c, keys, []string{sid + ".1", "100"}).ToArray(); err != nil || len(v) < 2 {
 			b.Skipf("mutex_acquire.lua contract changed: %v %v", v, err)
+		}
+		if v, err := acq.Exec(ctx, e.c, keys, []string{sid + ".2", "000"}).ToArray(); err != nil || len(v) != 3 {
+			b.Skipf("mutex_acquire.lua busy reply changed: %v %v", v, err)
+		} else if n, _ := v[0].AsInt64(); n != 0 {
+			b.Skipf("mutex_acquire.lua did not answer busy: %v", v)
 		}
 		e.measure(func() {
 			for b.Loop() {
