@@ -87,7 +87,12 @@ func (l *loop) pump() {
 		defer cancel()
 		r := subResult{chans: chans}
 		if dc == nil {
-			d, release := s.env.C.Dedicate()
+			d, release, err := dedicate(ctx, s.env.C)
+			if err != nil {
+				r.err = err
+				l.subDone <- r
+				return
+			}
 			r.errc = d.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: s.onMessage})
 			r.dc, r.release = d, func() { d.Close(); release() }
 			dc = d
@@ -99,6 +104,34 @@ func (l *loop) pump() {
 		r.err = dc.Do(ctx, cmd).Error()
 		l.subDone <- r
 	})
+}
+
+// dedicate returns a dedicated connection of c, or ctx's error when ctx ends
+// first: rueidis' Dedicate dials without a context, and a dial to a stalled
+// server lasts up to ConnWriteTimeout, which must not hold the session's
+// helpers (and so Close) past their deadline. A connection that arrives
+// after ctx ended is given back.
+func dedicate(ctx context.Context, c rueidis.Client) (rueidis.DedicatedClient, func(), error) {
+	type dedicated struct {
+		d       rueidis.DedicatedClient
+		release func()
+	}
+	ch := make(chan dedicated, 1)
+	go func() {
+		d, release := c.Dedicate()
+		ch <- dedicated{d, release}
+	}()
+	select {
+	case got := <-ch:
+		return got.d, got.release, nil
+	case <-ctx.Done():
+		go func() {
+			got := <-ch
+			got.d.Close()
+			got.release()
+		}()
+		return nil, nil, ctx.Err()
+	}
 }
 
 func (l *loop) onSubscribed(r subResult) {

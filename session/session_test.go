@@ -448,6 +448,42 @@ func TestCallsNeverWaitForADial(t *testing.T) {
 	}
 }
 
+// TestCloseBoundedWhileSubscribing: with Redis paused, a waiter's first
+// subscription dials a dedicated connection, which rueidis does without a
+// context (the handshake lasts up to ConnWriteTimeout, here 3 s); Close
+// still returns within about the TTL.
+func TestCloseBoundedWhileSubscribing(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	opt := testutil.ClientOption(srv.Addr())
+	opt.ConnWriteTimeout = 3 * time.Second
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := testutil.Ctx(t, 20*time.Second)
+	const ttl = time.Second
+	s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	defer srv.Cont()
+	lctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err = mutex.New(s, "m").Lock(lctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with Redis paused: %v, want DeadlineExceeded", err)
+	}
+	start := time.Now()
+	_ = s.Close() // the cleanup fails: Redis is paused
+	if el := time.Since(start); el > ttl+500*time.Millisecond {
+		t.Fatalf("Close took %v with a subscription dial in flight; want about the TTL (%v)", el, ttl)
+	}
+}
+
 func TestInvalidOptionsTouchNothing(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	c := testutil.Client(t, srv.Addr())

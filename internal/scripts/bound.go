@@ -13,7 +13,9 @@ import (
 // server takes up to ConnWriteTimeout. The abandoned call finishes in its
 // own goroutine: rueidis checks ctx again before writing, and a call that
 // was already on the wire has an unknown outcome, which callers handle as
-// for any other error (Claim withdraws the hold id).
+// for any other error (Claim withdraws the hold id). The error is ctx.Err(),
+// as rueidis itself reports a ctx that ended, and a reply that is ready when
+// ctx ends is still returned.
 func Bound(c rueidis.Client) rueidis.Client { return bounded{c} }
 
 type bounded struct{ rueidis.Client }
@@ -28,7 +30,12 @@ func (c bounded) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRes
 	case r := <-ch:
 		return r
 	case <-ctx.Done():
-		return rueidis.NewErrorResult(context.Cause(ctx))
+		select {
+		case r := <-ch:
+			return r
+		default:
+			return rueidis.NewErrorResult(ctx.Err())
+		}
 	}
 }
 
@@ -42,9 +49,14 @@ func (c bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []ruei
 	case r := <-ch:
 		return r
 	case <-ctx.Done():
+		select {
+		case r := <-ch:
+			return r
+		default:
+		}
 		rs := make([]rueidis.RedisResult, len(multi))
 		for i := range rs {
-			rs[i] = rueidis.NewErrorResult(context.Cause(ctx))
+			rs[i] = rueidis.NewErrorResult(ctx.Err())
 		}
 		return rs
 	}
