@@ -208,17 +208,22 @@ func (h *harness) targets() []target {
 				lc.Med.AcqPerSec/bestAcq, num(lc.Med.AcqPerSec), bestAcqName, num(bestAcq))
 			ts = append(ts, t)
 		}
-		// One round trip is a failed TryLock timed under the load the gap is
-		// measured in; the idle figure of the trylock scenario is shown too.
-		idle := "trylock scenario not run"
-		if lt, ok := h.try(lh); ok {
-			x := lc.Med.GapP50us / lt.Med.P50us
-			idle = fmt.Sprintf("%.0f µs (the gap is %.2fx that)", lt.Med.P50us, x)
-		}
-		ts = append(ts, atMost("release-to-next-owner gap p50 <= one round trip (failed TryLock p50, same load)",
+		// The issue defines one round trip as the p50 of a failed TryLock in
+		// the same run. The run has two: timed under the load the gap is
+		// measured in (contended scenario), and on an idle server (trylock
+		// scenario). Both are judged, each in its own row.
+		ts = append(ts, atMost("release-to-next-owner gap p50 <= one round trip (failed TryLock p50 under the same load)",
 			lc.Med.GapP50us, lc.Med.TryP50us, " µs",
-			fmt.Sprintf("gap p50 %.0f µs vs failed TryLock p50 %.0f µs under the contended load (PING under that load: p50 %.0f µs; failed TryLock p50 on an idle server: %s)",
-				lc.Med.GapP50us, lc.Med.TryP50us, lc.Med.PingP50us, idle)))
+			fmt.Sprintf("gap p50 %.0f µs vs failed TryLock p50 %.0f µs under the contended load (a PING under that load: p50 %.0f µs)",
+				lc.Med.GapP50us, lc.Med.TryP50us, lc.Med.PingP50us)))
+		if lt, ok := h.try(lh); ok {
+			ts = append(ts, atMost("release-to-next-owner gap p50 <= one round trip (failed TryLock p50 on an idle server)",
+				lc.Med.GapP50us, lt.Med.P50us, " µs",
+				fmt.Sprintf("gap p50 %.0f µs vs failed TryLock p50 %.0f µs on an idle server (%.2fx)",
+					lc.Med.GapP50us, lt.Med.P50us, lc.Med.GapP50us/lt.Med.P50us)))
+		} else {
+			ts = append(ts, notMeasured("release-to-next-owner gap p50 <= idle failed TryLock p50", "trylock scenario not run"))
+		}
 		ts = append(ts, atMost("re-acquisition by the releasing worker <= 5%", lc.Med.ReacqPct, 5, " points",
 			fmt.Sprintf("%.2f%%", lc.Med.ReacqPct)))
 		ts = append(ts, atMost("client requests per hand-off <= 2", lc.Med.ReqPerHandoff, 2, "",
