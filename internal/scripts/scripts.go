@@ -6,9 +6,8 @@
 // at init, or inserted at a line "--@helpers" when the script has one: code
 // above that line runs before the helpers exist, which makes a fast path
 // cheaper (every helper is a closure Redis creates on every call); such a
-// script gets the few helpers of fastpath.lua first. No script
-// text is ever built from input, every varying value goes through KEYS or
-// ARGV.
+// script gets the few helpers of fastpath.lua first. No script text is ever
+// built from input, every varying value goes through KEYS or ARGV.
 //
 // Validity model: a hold is valid while the resource records its hold id and
 // the lease of the session in that id exists. Only the lease has a TTL, so
@@ -205,8 +204,8 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 		x = execer{mutexAcquire, append(e.mutexKeys(r.Name), e.K.Lease(sidOf(hid))),
 			[]string{hid, w + e.sharded() + ms(e.LockDelay)}}
 	case Semaphore:
-		x = execer{semAcquire, append(e.semKeys(r.Name), e.K.Lease(sidOf(hid))), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
-			strconv.FormatInt(r.N, 10), strconv.FormatInt(r.Limit, 10)}}
+		x = execer{semAcquire, append(e.semKeys(r.Name), e.K.Lease(sidOf(hid))),
+			[]string{e.K.Prefix, hid, w, e.sharded(), r.Name, strconv.FormatInt(r.N, 10), strconv.FormatInt(r.Limit, 10)}}
 	case Pool:
 		x = execer{poolAcquire, e.poolKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
 			e.K.PoolBase(r.Name), r.Key}}
