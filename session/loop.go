@@ -384,6 +384,20 @@ func (l *loop) shutdown() {
 	l.cleanTimer.Stop()
 	l.stopBg()
 	l.wg.Wait()
+	// Run what was posted after the loop decided to exit: a Claim that rolls
+	// back a grant it could not confirm posts its release at that moment,
+	// and dropping it would leave the grant recorded until the lease expires
+	// (longer, if an unacknowledged renewal reached Redis). With l.exit set
+	// these only queue: releases join l.pending below. A post racing this
+	// drain can still be left in the buffer.
+	for drained := false; !drained; {
+		select {
+		case f := <-s.reqs:
+			f(l)
+		default:
+			drained = true
+		}
+	}
 	// Drain results the helpers may have left; they are moot now.
 	select {
 	case failed := <-l.cleanDone:

@@ -47,6 +47,10 @@ func (s *Session) subscribe(ctx context.Context, ch string) error {
 
 // want queues w and runs pump.
 func (l *loop) want(w subWant) {
+	if l.exit { // run from shutdown's drain: no helper may start now
+		w.reply <- context.Cause(l.s.ctx)
+		return
+	}
 	l.subWant = append(l.subWant, w)
 	l.pump()
 }
