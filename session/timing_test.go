@@ -1161,3 +1161,33 @@ func TestOptionsValidation(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
+
+// TestTimingShutdownRunsLatePosts: a release posted after the loop decided
+// to exit (a Claim rolling back a grant as its session is lost) is run by
+// the shutdown, not dropped with the request buffer.
+func TestTimingShutdownRunsLatePosts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = time.Second
+		r := newRig(t, ttl)
+		s := r.open(Options{TTL: ttl})
+		// A grant the client never registered, as one it rolls back.
+		res := scripts.Resource{Kind: scripts.Mutex, Name: "x"}
+		hid := s.newHoldID()
+		g, err := s.env.Acquire(context.Background(), res, hid, false)
+		if err != nil || g.Status != scripts.Granted {
+			t.Fatalf("Acquire: %+v, %v", g, err)
+		}
+		// Hold the loop, then queue the loss and, behind it, the release.
+		block := make(chan struct{})
+		if !s.post(func(*loop) { <-block }) {
+			t.Fatal("post refused")
+		}
+		s.post(func(l *loop) { l.lose(errors.New("test: lost")) })
+		s.post(func(l *loop) { l.release(pendingRelease{r: res, hid: hid}) })
+		close(block)
+		<-s.exited
+		if got := r.m.HGet(s.env.K.Mutex("x"), "hid"); got == hid {
+			t.Fatalf("mutex still recorded for %s after the session's shutdown: the late release was dropped", hid)
+		}
+	})
+}
