@@ -80,7 +80,10 @@ func scan(ctx context.Context, c rueidis.Client, k scripts.Keys, sub string) ([]
 	pattern := globEscape(k.Prefix+sub) + "*"
 	clients := []rueidis.Client{c}
 	if c.Mode() == rueidis.ClientModeCluster {
-		clients = slices.Collect(maps.Values(c.Nodes()))
+		clients = nil
+		for _, n := range c.Nodes() {
+			clients = append(clients, scripts.Bound(n)) // each SCAN bounded by ctx
+		}
 	}
 	seen := map[string]bool{}
 	for _, cc := range clients {
