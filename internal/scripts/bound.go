@@ -21,30 +21,29 @@ func Bound(c rueidis.Client) rueidis.Client { return bounded{c} }
 type bounded struct{ rueidis.Client }
 
 func (c bounded) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	if ctx.Done() == nil {
-		return c.Client.Do(ctx, cmd)
-	}
-	ch := make(chan rueidis.RedisResult, 1)
-	go func() { ch <- c.Client.Do(ctx, cmd) }()
-	select {
-	case r := <-ch:
-		return r
-	case <-ctx.Done():
-		select {
-		case r := <-ch:
-			return r
-		default:
-			return rueidis.NewErrorResult(ctx.Err())
-		}
-	}
+	return within(ctx, func() rueidis.RedisResult { return c.Client.Do(ctx, cmd) },
+		func(err error) rueidis.RedisResult { return rueidis.NewErrorResult(err) })
 }
 
 func (c bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
+	return within(ctx, func() []rueidis.RedisResult { return c.Client.DoMulti(ctx, multi...) },
+		func(err error) []rueidis.RedisResult {
+			rs := make([]rueidis.RedisResult, len(multi))
+			for i := range rs {
+				rs[i] = rueidis.NewErrorResult(err)
+			}
+			return rs
+		})
+}
+
+// within runs call, returning its result, or failed(ctx.Err()) when ctx ends
+// first (call then finishes in its goroutine).
+func within[T any](ctx context.Context, call func() T, failed func(error) T) T {
 	if ctx.Done() == nil {
-		return c.Client.DoMulti(ctx, multi...)
+		return call()
 	}
-	ch := make(chan []rueidis.RedisResult, 1)
-	go func() { ch <- c.Client.DoMulti(ctx, multi...) }()
+	ch := make(chan T, 1)
+	go func() { ch <- call() }()
 	select {
 	case r := <-ch:
 		return r
@@ -53,11 +52,7 @@ func (c bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []ruei
 		case r := <-ch:
 			return r
 		default:
+			return failed(ctx.Err())
 		}
-		rs := make([]rueidis.RedisResult, len(multi))
-		for i := range rs {
-			rs[i] = rueidis.NewErrorResult(ctx.Err())
-		}
-		return rs
 	}
 }
