@@ -296,24 +296,22 @@ func warm(b *testing.B, m *mutex.Mutex) {
 func loadScript(b *testing.B, name string) *rueidis.Lua {
 	b.Helper()
 	dir := filepath.Join("..", "internal", "scripts")
-	common, err := os.ReadFile(filepath.Join(dir, "common.lua"))
-	if err != nil {
-		b.Skipf("scripts not found: %v", err)
-	}
-	body, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		b.Skipf("script not found: %v", err)
-	}
-	// As internal/scripts does: the helpers go at the "--@helpers" line,
-	// after fastpath.lua, or before the whole body.
-	if before, after, ok := strings.Cut(string(body), "\n--@helpers\n"); ok {
-		fast, err := os.ReadFile(filepath.Join(dir, "fastpath.lua"))
+	var text [3]string
+	for i, f := range []string{"fastpath.lua", "common.lua", name} {
+		v, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			b.Skipf("script not found: %v", err)
 		}
-		return rueidis.NewLuaScript(string(fast) + "\n" + before + "\n" + string(common) + "\n" + after)
+		text[i] = string(v)
 	}
-	return rueidis.NewLuaScript(string(common) + "\n\n" + string(body))
+	fast, common, body := text[0], text[1], text[2]
+	// As internal/scripts does: common.lua at the body's "--@helpers" line,
+	// after fastpath.lua, or before the whole body.
+	before, after, ok := strings.Cut(body, "\n--@helpers\n")
+	if !ok {
+		return rueidis.NewLuaScript(common + "\n" + body)
+	}
+	return rueidis.NewLuaScript(fast + "\n" + before + "\n" + common + "\n" + after)
 }
 
 // luaFixture creates a live lease and an intact epoch marker in a new
