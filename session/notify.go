@@ -47,10 +47,6 @@ func (s *Session) subscribe(ctx context.Context, ch string) error {
 
 // want queues w and runs pump.
 func (l *loop) want(w subWant) {
-	if l.exit { // run from shutdown's drain: no helper may start now
-		w.reply <- context.Cause(l.s.ctx)
-		return
-	}
 	l.subWant = append(l.subWant, w)
 	l.pump()
 }
@@ -59,6 +55,9 @@ func (l *loop) want(w subWant) {
 // for the rest: a new connection subscribed to every channel in use, or a
 // SUBSCRIBE of the missing channels on the current one.
 func (l *loop) pump() {
+	if l.exit {
+		return // shutting down: no helper may start; shutdown answers the wants
+	}
 	kept := l.subWant[:0]
 	missing := map[string]bool{}
 	for _, w := range l.subWant {
