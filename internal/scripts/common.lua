@@ -43,14 +43,15 @@ local function next_token(k, f)
   return tok
 end
 
+-- publish sends msg on channel ch: SPUBLISH when sharded is "1" (Redis
+-- Cluster), PUBLISH otherwise.
+local function publish(sharded, ch, msg)
+  redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', ch, msg)
+end
+
 -- notify publishes msg on the notification channel of hid's session.
 local function notify(p, sharded, hid, msg)
-  local ch = p .. 'n:' .. sid_of(hid)
-  if sharded == '1' then
-    redis.call('SPUBLISH', ch, msg)
-  else
-    redis.call('PUBLISH', ch, msg)
-  end
+  publish(sharded, p .. 'n:' .. sid_of(hid), msg)
 end
 
 -- revoke records that hold hid was taken away from its (live) session: the

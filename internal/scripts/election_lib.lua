@@ -7,12 +7,7 @@
 -- "<term>|<hold id>|<value>" on every change ("0||" when nobody leads).
 
 local function el_announce(sharded, ch, term, hid, val)
-  local msg = string.format('%.0f', term) .. '|' .. hid .. '|' .. val
-  if sharded == '1' then
-    redis.call('SPUBLISH', ch, msg)
-  else
-    redis.call('PUBLISH', ch, msg)
-  end
+  publish(sharded, ch, string.format('%.0f', term) .. '|' .. hid .. '|' .. val)
 end
 
 local function el_grant(p, k, c, hid, val, sharded, ch)
