@@ -171,7 +171,7 @@ func (e *errSamples) list() []string {
 }
 
 func (h *harness) profPath(scenario string, c contender, round int) string {
-	if h.cfg.ProfileDir == "" || c.group != "leasehold" || round != 0 {
+	if h.cfg.ProfileDir == "" || (c.group != "leasehold" && c.group != "raw") || round != 0 {
 		return ""
 	}
 	name := strings.ReplaceAll(c.name, " ", "-")

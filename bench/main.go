@@ -70,7 +70,7 @@ func parseFlags() config {
 	holdMode := flag.String("hold", "spin", "how a contended holder holds for 100µs: spin (busy-wait; its CPU is subtracted from client CPU) or sleep")
 	scen := flag.String("scenarios", strings.Join(allScenarios, ","), "comma-separated subset of "+strings.Join(allScenarios, ","))
 	out := flag.String("out", "results", "directory for latest.md and latest.json")
-	prof := flag.String("cpuprofile-dir", "", "write a CPU profile of each leasehold mutex run (first round) here")
+	prof := flag.String("cpuprofile-dir", "", "write a CPU profile of each leasehold and raw-baseline run (first round) here")
 	flag.Parse()
 
 	c = config{

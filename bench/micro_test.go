@@ -375,6 +375,45 @@ func BenchmarkLua(b *testing.B) {
 			}
 		})
 	})
+	// The same two pairs from 32 goroutines (16 per CPU), each on its own
+	// key, on one client: the uncontended parallel scenario without any
+	// client library around the scripts. Their ns/op ratio is the floor
+	// that leasehold's protocol sets for the parallel target.
+	b.Run("raw-set-nx-px+cad-parallel", func(b *testing.B) {
+		e := newMicro(b)
+		var id atomic.Int64
+		b.SetParallelism(16)
+		e.measure(func() {
+			b.RunParallel(func(pb *testing.PB) {
+				ctx, key := context.Background(), fmt.Sprintf("lrawp%d", id.Add(1))
+				for pb.Next() {
+					_ = e.c.Do(ctx, e.c.B().Set().Key(key).Value("v").Nx().PxMilliseconds(10000).Build())
+					_ = rawRelease.Exec(ctx, e.c, []string{key}, []string{"v"})
+				}
+			})
+		})
+	})
+	b.Run("mutex_acquire+mutex_release-parallel", func(b *testing.B) {
+		e := newMicro(b)
+		acq, rel := loadScript(b, "mutex_acquire.lua"), loadScript(b, "mutex_release.lua")
+		prefix, sid := luaFixture(b, e)
+		var id atomic.Int64
+		b.SetParallelism(16)
+		e.measure(func() {
+			b.RunParallel(func(pb *testing.PB) {
+				n := id.Add(1)
+				name := fmt.Sprintf("p%d", n)
+				keys := []string{prefix + "m:" + name, prefix + "q:m:" + name, prefix + "s:" + sid}
+				hid := fmt.Sprintf("%s.%d", sid, n)
+				acqArgs, relArgs := []string{hid, "100"}, []string{hid, "00"}
+				ctx := context.Background()
+				for pb.Next() {
+					_ = acq.Exec(ctx, e.c, keys, acqArgs)
+					_ = rel.Exec(ctx, e.c, keys, relArgs)
+				}
+			})
+		})
+	})
 	b.Run("mutex_acquire-busy", func(b *testing.B) {
 		e := newMicro(b)
 		acq := loadScript(b, "mutex_acquire.lua")

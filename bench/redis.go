@@ -172,16 +172,18 @@ func (a *admin) do(ctx context.Context, args ...string) rueidis.RedisResult {
 
 func (a *admin) flush(ctx context.Context) error { return a.do(ctx, "FLUSHALL").Error() }
 
-// srvStats is one snapshot of INFO cpu + commandstats.
+// srvStats is one snapshot of INFO cpu + stats + commandstats.
 type srvStats struct {
-	at    time.Time
-	cpu   float64          // used_cpu_sys + used_cpu_user, seconds
-	calls map[string]int64 // per command, e.g. "evalsha"
-	usec  map[string]int64
+	at     time.Time
+	cpu    float64          // used_cpu_sys + used_cpu_user, seconds
+	reads  int64            // total_reads_processed: socket reads, so client writes as batched
+	writes int64            // total_writes_processed
+	calls  map[string]int64 // per command, e.g. "evalsha"
+	usec   map[string]int64
 }
 
 func (a *admin) stats(ctx context.Context) (srvStats, error) {
-	s, err := a.do(ctx, "INFO", "cpu", "commandstats").ToString()
+	s, err := a.do(ctx, "INFO", "cpu", "stats", "commandstats").ToString()
 	if err != nil {
 		return srvStats{}, fmt.Errorf("INFO: %w", err)
 	}
@@ -196,6 +198,10 @@ func (a *admin) stats(ctx context.Context) (srvStats, error) {
 		case k == "used_cpu_sys" || k == "used_cpu_user":
 			f, _ := strconv.ParseFloat(v, 64)
 			st.cpu += f
+		case k == "total_reads_processed":
+			st.reads, _ = strconv.ParseInt(v, 10, 64)
+		case k == "total_writes_processed":
+			st.writes, _ = strconv.ParseInt(v, 10, 64)
 		case strings.HasPrefix(k, "cmdstat_"):
 			name := strings.TrimPrefix(k, "cmdstat_")
 			for kv := range strings.SplitSeq(v, ",") {
@@ -216,13 +222,15 @@ func (a *admin) stats(ctx context.Context) (srvStats, error) {
 // srvDelta is the server-side work between two snapshots.
 type srvDelta struct {
 	cpu      float64 // seconds
+	reads    int64   // socket reads (the admin's INFO adds one)
+	writes   int64   // socket writes
 	commands int64   // every command executed, those inside scripts included; INFO excluded
 	calls    map[string]int64
 	usec     map[string]int64
 }
 
 func (b srvStats) sub(a srvStats) srvDelta {
-	d := srvDelta{cpu: b.cpu - a.cpu, calls: map[string]int64{}, usec: map[string]int64{}}
+	d := srvDelta{cpu: b.cpu - a.cpu, reads: b.reads - a.reads, writes: b.writes - a.writes, calls: map[string]int64{}, usec: map[string]int64{}}
 	for k, v := range b.calls {
 		d.calls[k] = v - a.calls[k]
 		if k != "info" {

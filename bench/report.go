@@ -395,7 +395,7 @@ func (h *harness) markdown() string {
 		}
 		fmt.Fprintf(&b, "## Uncontended lock+release\n\nSerial: one goroutine, one key. Parallel: %d goroutines on one client, each on its own key. %v window per run.\n\n", c.Workers, c.Duration)
 		t := newTable(&b, "contender", "serial ops/s", "x raw", "req/op", "srv cmd/op", "client CPU µs/op", "Redis CPU µs/op",
-			"parallel ops/s", "x raw", "req/op", "client CPU µs/op", "Redis CPU µs/op", "errors")
+			"parallel ops/s", "x raw", "req/op", "srv reads/op", "client CPU µs/op", "Redis CPU µs/op", "errors")
 		for _, r := range h.res.Uncontended {
 			if r.Err != "" && len(r.Serial) == 0 {
 				t.row(r.Contender, "ERROR: "+r.Err)
@@ -403,7 +403,7 @@ func (h *harness) markdown() string {
 			}
 			s, p := r.SerialMed, r.ParallelMed
 			t.row(r.Contender, num(s.OpsPerSec), ratio(s.OpsPerSec, rawS), num(s.ReqPerOp), num(s.SrvCmdPerOp), num(s.ClientCPUus), num(s.SrvCPUus),
-				num(p.OpsPerSec), ratio(p.OpsPerSec, rawP), num(p.ReqPerOp), num(p.ClientCPUus), num(p.SrvCPUus), count(int(s.Errors+p.Errors)))
+				num(p.OpsPerSec), ratio(p.OpsPerSec, rawP), num(p.ReqPerOp), num(p.SrvReadsPerOp), num(p.ClientCPUus), num(p.SrvCPUus), count(int(s.Errors+p.Errors)))
 		}
 		b.WriteString("\nRedis commands per serial lock+release (last round; commands inside scripts included):\n\n")
 		for _, r := range h.res.Uncontended {

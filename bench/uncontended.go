@@ -17,10 +17,13 @@ type uncRun struct {
 	SrvCmdPerOp float64 // server commands (inside scripts too) per lock+release
 	ClientCPUus float64 // bench process CPU per lock+release, µs
 	SrvCPUus    float64 // redis-server CPU per lock+release, µs
-	Errors      float64
-	Ops         float64 // lock+release pairs counted
-	Reqs        float64 // requests they sent, heartbeats apart
-	Heartbeats  float64 // heartbeats sent meanwhile (leasehold)
+	// Socket reads Redis made per lock+release (INFO stats): below the
+	// request count when the client batched requests into one write.
+	SrvReadsPerOp float64
+	Errors        float64
+	Ops           float64 // lock+release pairs counted
+	Reqs          float64 // requests they sent, heartbeats apart
+	Heartbeats    float64 // heartbeats sent meanwhile (leasehold)
 	// Commands Redis ran per lock+release, by name (scripts' inner calls
 	// included), and a few of the errors seen; not part of the medians.
 	ServerCommands map[string]float64 `json:",omitempty"`
@@ -198,6 +201,7 @@ func (h *harness) uncontended(ctx context.Context, c contender, parallel bool, r
 		SrvCmdPerOp:    float64(srv.commands) / o,
 		ClientCPUus:    float64((b.cpu - a.cpu).Microseconds()) / o,
 		SrvCPUus:       srv.cpu * 1e6 / o,
+		SrvReadsPerOp:  float64(srv.reads-1) / o, // the second INFO's read
 		Errors:         float64(errs.Load()),
 		Ops:            o,
 		Reqs:           reqs,
