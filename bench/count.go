@@ -58,14 +58,21 @@ type countingClient struct {
 func wrap(c rueidis.Client, cnt *counter) rueidis.Client { return &countingClient{Client: c, c: cnt} }
 
 func (w *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	w.c.trips.Add(1)
-	if w.c.add(cmd.Commands()) && w.c.leaseLat != nil {
+	return w.c.do(ctx, cmd, w.Client.Do)
+}
+
+// do counts cmd and sends it with send, timing it when it is a lease command
+// and lease latencies are wanted.
+func (c *counter) do(ctx context.Context, cmd rueidis.Completed,
+	send func(context.Context, rueidis.Completed) rueidis.RedisResult) rueidis.RedisResult {
+	c.trips.Add(1)
+	if c.add(cmd.Commands()) && c.leaseLat != nil {
 		t := time.Now()
-		r := w.Client.Do(ctx, cmd)
-		w.c.leaseLat.add(time.Since(t))
+		r := send(ctx, cmd)
+		c.leaseLat.add(time.Since(t))
 		return r
 	}
-	return w.Client.Do(ctx, cmd)
+	return send(ctx, cmd)
 }
 
 func (w *countingClient) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
@@ -133,10 +140,10 @@ type countingDedicated struct {
 	c *counter
 }
 
+// Do counts as countingClient.Do does: a session sends its scripts over a
+// dedicated connection (scripts.Pinned).
 func (w *countingDedicated) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	w.c.trips.Add(1)
-	w.c.add(cmd.Commands())
-	return w.DedicatedClient.Do(ctx, cmd)
+	return w.c.do(ctx, cmd, w.DedicatedClient.Do)
 }
 
 func (w *countingDedicated) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
