@@ -39,7 +39,10 @@ type Hold struct {
 
 func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64) *Hold {
 	h := &Hold{s: s, res: r, hid: hid, resource: resource, token: token}
-	h.ctx, h.cancel = context.WithCancelCause(s.ctx)
+	// Not a child of s.ctx: with every hold in s.ctx's children, concurrent
+	// grants and releases contend for its lock. The hold table ends the
+	// holds when the session ends (holdTable.end, called by the loop).
+	h.ctx, h.cancel = context.WithCancelCause(context.Background())
 	return h
 }
 

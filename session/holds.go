@@ -14,6 +14,7 @@ type holdTable struct {
 	m      map[string]*Hold
 	early  map[string]time.Time // revoked before registered: a grant racing a Reset
 	closed bool                 // the session ended: no more holds
+	cause  error                // why, once endAll was called
 }
 
 // add records h. It reports false when the session has ended; h is then
@@ -22,7 +23,11 @@ func (t *holdTable) add(h *Hold, cause func() error) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		h.cancel(cause())
+		if t.cause != nil {
+			h.cancel(t.cause)
+		} else {
+			h.cancel(cause())
+		}
 		return false
 	}
 	if _, ok := t.early[h.hid]; ok {
@@ -66,6 +71,17 @@ func (t *holdTable) forgetEarly(now time.Time, ttl time.Duration) {
 		if now.Sub(at) > ttl {
 			delete(t.early, id)
 		}
+	}
+}
+
+// endAll ends every live hold with cause and refuses new ones: the session
+// ended. The holds stay in the table for the loop's cleanup (snapshot).
+func (t *holdTable) endAll(cause error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed, t.cause = true, cause
+	for _, h := range t.m {
+		h.cancel(cause)
 	}
 }
 

@@ -280,6 +280,7 @@ func (l *loop) lose(cause error) {
 	if l.exit {
 		return
 	}
+	l.s.holds.endAll(cause) // first: no hold outlives its session
 	l.s.cancel(cause)
 	l.s.opt.Logger.Error("lease lost", "session", l.s.id, "holds", l.s.holds.len(), "cause", cause)
 	l.exit = true
@@ -289,6 +290,7 @@ func (l *loop) lose(cause error) {
 func (l *loop) close(reply chan error) {
 	l.closeErr = reply
 	if !l.exit {
+		l.s.holds.endAll(ErrClosed)
 		l.s.cancel(ErrClosed)
 		l.exit = true
 	}
