@@ -35,6 +35,12 @@ import (
 // Calls beyond maxPinned in flight also go through Bound, for the same
 // ring.
 //
+// A lone call (no other call of the session in flight) goes through Bound
+// too: there rueidis writes and reads it on the calling goroutine when the
+// shared connection is idle, so Bound's goroutine is the only hand-over,
+// where the pinned connection's pipelining goroutines would be two. Pinning
+// pays off only when calls overlap.
+//
 // Only standalone clients speaking RESP3 are pinned: a sentinel or cluster
 // client's dedicated connection does not follow a failover or a slot move,
 // which its shared connections do, and RESP2 has no push messages to learn
@@ -46,7 +52,10 @@ type Pinned struct {
 
 	c        rueidis.Client
 	cur      atomic.Pointer[pin] // nil while no connection is pinned
-	inflight atomic.Int64        // calls on pinned connections
+	calls    atomic.Int64        // calls in flight through Do and DoMulti
+	inflight atomic.Int64        // those on pinned connections
+
+	pinLone bool // tests: pin lone calls too
 
 	mu      sync.Mutex
 	off     bool          // Unpin was called, or c cannot be pinned
@@ -95,7 +104,8 @@ func (p *Pinned) Unpin() {
 }
 
 func (p *Pinned) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	if d := p.acquire(); d != nil {
+	defer p.calls.Add(-1)
+	if d := p.acquire(p.calls.Add(1)); d != nil {
 		defer p.inflight.Add(-1)
 		r := d.d.Do(ctx, cmd)
 		if broken(r.Error()) {
@@ -107,7 +117,8 @@ func (p *Pinned) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRes
 }
 
 func (p *Pinned) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
-	if d := p.acquire(); d != nil {
+	defer p.calls.Add(-1)
+	if d := p.acquire(p.calls.Add(1)); d != nil {
 		defer p.inflight.Add(-1)
 		rs := d.d.DoMulti(ctx, multi...)
 		for _, r := range rs {
@@ -122,11 +133,15 @@ func (p *Pinned) DoMulti(ctx context.Context, multi ...rueidis.Completed) []ruei
 }
 
 // acquire returns the pinned connection, counted in flight, or nil (and
-// then starts a dial if none is pinned).
-func (p *Pinned) acquire() *pin {
+// then starts a dial if none is pinned). calls counts this call and the
+// others in flight: a lone call is not pinned (see Pinned).
+func (p *Pinned) acquire(calls int64) *pin {
 	d := p.cur.Load()
 	if d == nil {
 		p.redial()
+		return nil
+	}
+	if calls == 1 && !p.pinLone {
 		return nil
 	}
 	if p.inflight.Add(1) > maxPinned {

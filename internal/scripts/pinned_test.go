@@ -54,6 +54,7 @@ func pinned(t *testing.T, o func(*rueidis.ClientOption)) (srv *redistest.Server,
 		o(&opt)
 	}
 	p = Pin(newClient(t, opt))
+	p.pinLone = true // the tests' calls are lone: pin them too
 	t.Cleanup(p.Unpin)
 	return srv, p, newClient(t, clientOption(srv.Addr())), testCtx(t, 10*time.Second)
 }
@@ -111,6 +112,32 @@ func TestPinnedUsesItsOwnConnection(t *testing.T) {
 			t.Fatalf("pinned connection %d still open after Unpin", own)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPinnedOnlyOverlappingCalls: a lone call goes over the shared
+// connection (one hand-over fewer when that connection is idle); a call
+// made while another is in flight goes over the pinned one.
+func TestPinnedOnlyOverlappingCalls(t *testing.T) {
+	_, p, _, ctx := pinned(t, nil)
+	own := pinnedID(t, ctx, p)
+	p.pinLone = false
+	shared := clientID(t, ctx, p.c)
+	if id := clientID(t, ctx, p); id != shared {
+		t.Fatalf("a lone call ran on client %d, want the shared %d", id, shared)
+	}
+	done := make(chan error, 1)
+	go func() { // in flight for 300ms
+		done <- p.Do(ctx, p.B().Blpop().Key("nothing").Timeout(0.3).Build()).Error()
+	}()
+	for p.calls.Load() == 0 {
+		time.Sleep(time.Millisecond) // no event tells the call started
+	}
+	if id := clientID(t, ctx, p); id != own {
+		t.Fatalf("a call overlapping another ran on client %d, want the pinned %d", id, own)
+	}
+	if err := <-done; !rueidis.IsRedisNil(err) {
+		t.Fatalf("BLPOP: %v, want a nil reply", err)
 	}
 }
 
