@@ -140,8 +140,7 @@ type countingDedicated struct {
 	c *counter
 }
 
-// Do counts as countingClient.Do does: a session sends its scripts over a
-// dedicated connection (scripts.Pinned).
+// Do counts (and times lease commands) as countingClient.Do does.
 func (w *countingDedicated) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	return w.c.do(ctx, cmd, w.DedicatedClient.Do)
 }

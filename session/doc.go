@@ -50,14 +50,4 @@
 // the local deadline, and by the session's end. Close releases every hold in
 // Redis (handing each to its next waiter), deletes the lease and waits for
 // the session's goroutines.
-//
-// # Connections
-//
-// Besides the client's shared connections, a session takes up to two
-// connections from the client's dedicated pool (rueidis BlockingPoolSize,
-// 1,000 by default): one for its notifications, opened by the first Lock
-// that waits, and, on a standalone client, one for its scripts, where
-// rueidis honours each call's context without a goroutine per call
-// (docs/design.md, "A pinned connection for the scripts"). While that one
-// is missing or being replaced, calls go over the shared connections.
 package session

@@ -35,9 +35,8 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	ownChannel string          // {ns}:n:<sid>
-	met        *metrics        // nil without Options.Metrics
-	pin        *scripts.Pinned // env.C once the lease is open; Close unpins it
+	ownChannel string   // {ns}:n:<sid>
+	met        *metrics // nil without Options.Metrics
 
 	reqs   chan func(*loop) // requests to the loop goroutine
 	exited chan struct{}    // closed by the loop goroutine when it returns
@@ -150,10 +149,6 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 			s.ownChannel = s.env.K.Channel(s.id)
 			s.base = sent
 			s.deadline.Store(int64(clock.Deadline(sent, o.TTL).Sub(sent)))
-			// The scripts get a connection of their own from now on (the
-			// lease was opened through Bound: a failed open leaves nothing).
-			s.pin = scripts.Pin(c)
-			s.env.C = s.pin
 			l := newLoop(s, sent)
 			met.sessionOpened()
 			go l.run()
@@ -229,7 +224,6 @@ func (s *Session) Close() error {
 		s.goClosed = true
 		s.goMu.Unlock()
 		s.goWG.Wait()
-		s.pin.Unpin()
 		if s.own {
 			s.env.C.Close()
 		}

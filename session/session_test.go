@@ -88,28 +88,6 @@ func (c *countingClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed)
 	return c.Client.DoMulti(ctx, cmds...)
 }
 
-// Dedicate counts what goes through the dedicated client too: sessions send
-// their scripts over one (scripts.Pinned).
-func (c *countingClient) Dedicate() (rueidis.DedicatedClient, func()) {
-	d, release := c.Client.Dedicate()
-	return &countingDedicated{DedicatedClient: d, n: &c.n}, release
-}
-
-type countingDedicated struct {
-	rueidis.DedicatedClient
-	n *atomic.Int64
-}
-
-func (d *countingDedicated) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	d.n.Add(1)
-	return d.DedicatedClient.Do(ctx, cmd)
-}
-
-func (d *countingDedicated) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
-	d.n.Add(1)
-	return d.DedicatedClient.DoMulti(ctx, cmds...)
-}
-
 // TestOneRequestPerHeartbeat: a session holding 1,000 holds sends exactly one
 // request per heartbeat, and the server runs exactly one script per heartbeat.
 func TestOneRequestPerHeartbeat(t *testing.T) {

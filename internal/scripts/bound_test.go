@@ -1,0 +1,104 @@
+package scripts
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/leasehold/leasehold/internal/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.LeakOptions...) }
+
+func clientOption(addr string) rueidis.ClientOption {
+	return rueidis.ClientOption{
+		InitAddress:       []string{addr},
+		DisableCache:      true,
+		ForceSingleClient: true,
+		ConnWriteTimeout:  time.Second,
+	}
+}
+
+func newClient(t *testing.T, o rueidis.ClientOption) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func clientID(t *testing.T, ctx context.Context, c rueidis.Client) int64 {
+	t.Helper()
+	id, err := c.Do(ctx, c.B().ClientId().Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestBoundNeverWaitsForADial: a call through Bound that finds the shared
+// connection being redialled by another call returns when its own ctx ends,
+// not when the dial does (rueidis waits for the dial whatever the ctx).
+func TestBoundNeverWaitsForADial(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	dialing := make(chan struct{}, 1)
+	var hold atomic.Bool
+	o := clientOption(srv.Addr())
+	o.PipelineMultiplex = -1 // one connection: every call shares its redial
+	o.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		if hold.Load() {
+			select {
+			case dialing <- struct{}{}:
+			default:
+			}
+			<-ctx.Done() // a dial that lasts as long as the dialling call allows
+			return nil, ctx.Err()
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	c := newClient(t, o)
+	admin := newClient(t, clientOption(srv.Addr()))
+	ctx, cancelCtx := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelCtx()
+	b := Bound(c)
+	id := clientID(t, ctx, c)
+	hold.Store(true)
+	if err := admin.Do(ctx, admin.B().ClientKill().Id(id).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	// The first call finds the connection gone; the next one redials,
+	// which lasts until its 2 s ctx ends.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for dctx.Err() == nil && c.Do(dctx, c.B().Ping().Build()).Error() != nil {
+		}
+	}()
+	defer func() { <-done }()
+	select {
+	case <-dialing:
+	case <-ctx.Done():
+		t.Fatal("no redial")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := b.Do(cctx, b.B().Ping().Build()).Error()
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Fatalf("a bound call with a 100ms ctx returned after %v, during another call's dial", el)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("bound call during a dial: %v, want DeadlineExceeded", err)
+	}
+}
