@@ -41,7 +41,7 @@ func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64)
 	h := &Hold{s: s, res: r, hid: hid, resource: resource, token: token}
 	// Not a child of s.ctx: with every hold in s.ctx's children, concurrent
 	// grants and releases contend for its lock. The hold table ends the
-	// holds when the session ends (holdTable.end, called by the loop).
+	// holds when the session ends (holdTable.endAll, called by the loop).
 	h.ctx, h.cancel = context.WithCancelCause(context.Background())
 	return h
 }
