@@ -156,7 +156,7 @@ func recheckAfter(hint time.Duration) time.Duration {
 func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64, start time.Time, handoff, uncertain bool) (*Hold, error) {
 	h := s.newHold(r, hid, resource, token)
 	h.uncertain = uncertain
-	if !s.holds.add(h, func() error { return context.Cause(s.ctx) }) {
+	if !s.holds.add(h) {
 		return nil, h.Err()
 	}
 	if err := h.Err(); err != nil {

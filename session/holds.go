@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -10,24 +11,20 @@ import (
 // release never wake the loop (two goroutine hand-offs per lock+release on
 // the hot path); the loop reads it to revoke, reclaim and clean up.
 type holdTable struct {
-	mu     sync.Mutex
-	m      map[string]*Hold
-	early  map[string]time.Time // revoked before registered: a grant racing a Reset
-	closed bool                 // the session ended: no more holds
-	cause  error                // why, once endAll was called
+	mu    sync.Mutex
+	m     map[string]*Hold
+	early map[string]time.Time // revoked before registered: a grant racing a Reset
+	ended error                // why the session ended (endAll): no more holds
 }
 
 // add records h. It reports false when the session has ended; h is then
-// canceled with cause. A hold revoked before it was registered ends at once.
-func (t *holdTable) add(h *Hold, cause func() error) bool {
+// canceled with the session's cause. A hold revoked before it was
+// registered ends at once.
+func (t *holdTable) add(h *Hold) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
-		if t.cause != nil {
-			h.cancel(t.cause)
-		} else {
-			h.cancel(cause())
-		}
+	if t.ended != nil {
+		h.cancel(t.ended)
 		return false
 	}
 	if _, ok := t.early[h.hid]; ok {
@@ -77,19 +74,21 @@ func (t *holdTable) forgetEarly(now time.Time, ttl time.Duration) {
 // endAll ends every live hold with cause and refuses new ones: the session
 // ended. The holds stay in the table for the loop's cleanup (snapshot).
 func (t *holdTable) endAll(cause error) {
+	if cause == nil {
+		cause = context.Canceled // as context.WithCancelCause does
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.closed, t.cause = true, cause
+	t.ended = cause
 	for _, h := range t.m {
 		h.cancel(cause)
 	}
 }
 
-// snapshot returns the live holds; with close, the table then refuses new ones.
-func (t *holdTable) snapshot(close bool) []*Hold {
+// snapshot returns the live holds.
+func (t *holdTable) snapshot() []*Hold {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.closed = t.closed || close
 	out := make([]*Hold, 0, len(t.m))
 	for _, h := range t.m {
 		out = append(out, h)

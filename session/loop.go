@@ -211,7 +211,7 @@ func (l *loop) reclaim() {
 	}
 	l.beating = true
 	s := l.s
-	live := s.holds.snapshot(false)
+	live := s.holds.snapshot()
 	holds := make([]scripts.Held, 0, len(live))
 	for _, h := range live {
 		holds = append(holds, scripts.Held{R: h.res, HoldID: h.hid, Token: h.token, Member: h.resource})
@@ -419,7 +419,7 @@ func (l *loop) shutdown() {
 	l.dropSubscription()
 
 	ps := l.pending
-	for _, h := range s.holds.snapshot(true) {
+	for _, h := range s.holds.snapshot() {
 		ps = append(ps, pendingRelease{r: h.res, hid: h.hid})
 	}
 	// The cleanup runs apart: rueidis can block past a context on a hung
