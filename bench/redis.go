@@ -174,12 +174,11 @@ func (a *admin) flush(ctx context.Context) error { return a.do(ctx, "FLUSHALL").
 
 // srvStats is one snapshot of INFO cpu + stats + commandstats.
 type srvStats struct {
-	at     time.Time
-	cpu    float64          // used_cpu_sys + used_cpu_user, seconds
-	reads  int64            // total_reads_processed: socket reads, so client writes as batched
-	writes int64            // total_writes_processed
-	calls  map[string]int64 // per command, e.g. "evalsha"
-	usec   map[string]int64
+	at    time.Time
+	cpu   float64          // used_cpu_sys + used_cpu_user, seconds
+	reads int64            // total_reads_processed: socket reads, so client writes as batched
+	calls map[string]int64 // per command, e.g. "evalsha"
+	usec  map[string]int64
 }
 
 func (a *admin) stats(ctx context.Context) (srvStats, error) {
@@ -200,8 +199,6 @@ func (a *admin) stats(ctx context.Context) (srvStats, error) {
 			st.cpu += f
 		case k == "total_reads_processed":
 			st.reads, _ = strconv.ParseInt(v, 10, 64)
-		case k == "total_writes_processed":
-			st.writes, _ = strconv.ParseInt(v, 10, 64)
 		case strings.HasPrefix(k, "cmdstat_"):
 			name := strings.TrimPrefix(k, "cmdstat_")
 			for kv := range strings.SplitSeq(v, ",") {
@@ -223,14 +220,13 @@ func (a *admin) stats(ctx context.Context) (srvStats, error) {
 type srvDelta struct {
 	cpu      float64 // seconds
 	reads    int64   // socket reads (the admin's INFO adds one)
-	writes   int64   // socket writes
 	commands int64   // every command executed, those inside scripts included; INFO excluded
 	calls    map[string]int64
 	usec     map[string]int64
 }
 
 func (b srvStats) sub(a srvStats) srvDelta {
-	d := srvDelta{cpu: b.cpu - a.cpu, reads: b.reads - a.reads, writes: b.writes - a.writes, calls: map[string]int64{}, usec: map[string]int64{}}
+	d := srvDelta{cpu: b.cpu - a.cpu, reads: b.reads - a.reads, calls: map[string]int64{}, usec: map[string]int64{}}
 	for k, v := range b.calls {
 		d.calls[k] = v - a.calls[k]
 		if k != "info" {
