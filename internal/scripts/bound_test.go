@@ -1,4 +1,4 @@
-package scripts
+package scripts_test
 
 import (
 	"context"
@@ -13,37 +13,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.LeakOptions...) }
-
-func clientOption(addr string) rueidis.ClientOption {
-	return rueidis.ClientOption{
-		InitAddress:       []string{addr},
-		DisableCache:      true,
-		ForceSingleClient: true,
-		ConnWriteTimeout:  time.Second,
-	}
-}
-
-func newClient(t *testing.T, o rueidis.ClientOption) rueidis.Client {
-	t.Helper()
-	c, err := rueidis.NewClient(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-func clientID(t *testing.T, ctx context.Context, c rueidis.Client) int64 {
-	t.Helper()
-	id, err := c.Do(ctx, c.B().ClientId().Build()).AsInt64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
 
 // TestBoundNeverWaitsForADial: a call through Bound that finds the shared
 // connection being redialled by another call returns when its own ctx ends,
@@ -52,8 +26,8 @@ func TestBoundNeverWaitsForADial(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	dialing := make(chan struct{}, 1)
 	var hold atomic.Bool
-	o := clientOption(srv.Addr())
-	o.PipelineMultiplex = -1 // one connection: every call shares its redial
+	o := testutil.ClientOption(srv.Addr()) // ConnWriteTimeout 1 s
+	o.PipelineMultiplex = -1               // one connection: every call shares its redial
 	o.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
 		if hold.Load() {
 			select {
@@ -65,12 +39,18 @@ func TestBoundNeverWaitsForADial(t *testing.T) {
 		}
 		return d.DialContext(ctx, "tcp", addr)
 	}
-	c := newClient(t, o)
-	admin := newClient(t, clientOption(srv.Addr()))
-	ctx, cancelCtx := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancelCtx()
-	b := Bound(c)
-	id := clientID(t, ctx, c)
+	c, err := rueidis.NewClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	admin := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 10*time.Second)
+	b := scripts.Bound(c)
+	id, err := c.Do(ctx, c.B().ClientId().Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
 	hold.Store(true)
 	if err := admin.Do(ctx, admin.B().ClientKill().Id(id).Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -94,7 +74,7 @@ func TestBoundNeverWaitsForADial(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := b.Do(cctx, b.B().Ping().Build()).Error()
+	err = b.Do(cctx, b.B().Ping().Build()).Error()
 	if el := time.Since(start); el > 500*time.Millisecond {
 		t.Fatalf("a bound call with a 100ms ctx returned after %v, during another call's dial", el)
 	}
