@@ -131,11 +131,23 @@ func BenchmarkRawLockRelease(b *testing.B) {
 
 // BenchmarkMutexLockRelease is an uncontended leasehold Lock + Release:
 // one acquire script, one release script, and the actor's bookkeeping.
-func BenchmarkMutexLockRelease(b *testing.B) {
+func BenchmarkMutexLockRelease(b *testing.B) { benchLockRelease(b, context.Background()) }
+
+// BenchmarkMutexLockReleaseCancelable is BenchmarkMutexLockRelease with a
+// ctx that can be canceled, as a daemon's usually is: the session's fast
+// lane then runs each call in a goroutine of its own, so that a
+// cancellation returns at once (see docs/design.md, "A fast lane for serial
+// calls"); with context.Background() it needs none.
+func BenchmarkMutexLockReleaseCancelable(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchLockRelease(b, ctx)
+}
+
+// benchLockRelease times Lock + Release of one mutex with ctx.
+func benchLockRelease(b *testing.B, ctx context.Context) {
 	e := newMicro(b)
-	s := e.session(session.Options{})
-	m := mutex.New(s, "m")
-	ctx := context.Background()
+	m := mutex.New(e.session(session.Options{}), "m")
 	warm(b, m)
 	e.measure(func() {
 		for b.Loop() {
