@@ -134,10 +134,10 @@ func BenchmarkRawLockRelease(b *testing.B) {
 func BenchmarkMutexLockRelease(b *testing.B) { benchLockRelease(b, context.Background()) }
 
 // BenchmarkMutexLockReleaseCancelable is BenchmarkMutexLockRelease with a
-// ctx that can be canceled, as a daemon's usually is: the session's fast
-// lane then runs each call in a goroutine of its own, so that a
-// cancellation returns at once (see docs/design.md, "A fast lane for serial
-// calls"); with context.Background() it needs none.
+// ctx that can be canceled, as a daemon's usually is (and the bench's
+// contenders get). Every session call has a deadline, so both run each call
+// in scripts.Bound's goroutine; this one shows whether a cancelable parent
+// costs more on top (docs/design.md, "A fast lane for serial calls").
 func BenchmarkMutexLockReleaseCancelable(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

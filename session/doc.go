@@ -50,17 +50,4 @@
 // the local deadline, and by the session's end. Close releases every hold in
 // Redis (handing each to its next waiter), deletes the lease and waits for
 // the session's goroutines.
-//
-// # Connections
-//
-// Besides the client's shared pipeline, which carries calls that overlap, an
-// open session holds up to two connections from the client's dedicated pool
-// (rueidis' BlockingPoolSize): on a standalone client, one that serves its
-// calls while nobody else is using it, in rueidis' synchronous mode (a call
-// on a shared, pipelined connection costs two goroutine hand-overs more);
-// and, from the first blocking Lock or Acquire or election observer on, the
-// notification connection, subscribed to the session's channels. Close, or
-// the loss of the lease, gives both back. A client wrapper (metrics,
-// tracing) sees every command only if it wraps Dedicate too, as rueidishook
-// does.
 package session

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/leasehold/leasehold/internal/scripts"
 )
@@ -110,7 +109,7 @@ func (h *Hold) Release(ctx context.Context) error {
 	case !errors.Is(cause, ErrReleased):
 		return fmt.Errorf("session: release %s: %w", h.describe(), cause)
 	}
-	opctx, cancel := scripts.UntilDeadline(ctx, time.Now().Add(h.s.opt.TTL))
+	opctx, cancel := context.WithTimeout(ctx, h.s.opt.TTL)
 	defer cancel()
 	r, err := h.s.env.Release(opctx, h.res, h.hid, h.uncertain || h.unsure)
 	if err != nil {

@@ -438,9 +438,6 @@ func (l *loop) shutdown() {
 		s.opt.Logger.Warn("cleanup after session end failed; the lease will expire", "session", s.id, "err", err)
 		err = fmt.Errorf("session: close: %w", err)
 	}
-	// Later calls (a cleanup left behind, a Release after the end) take
-	// the shared pipeline; a call still on the lane gives it back when done.
-	s.lane.Stop()
 	if l.closeErr != nil {
 		if context.Cause(s.ctx) != ErrClosed {
 			err = nil // lost before Close: nothing Close could do

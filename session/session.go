@@ -29,8 +29,7 @@ type Session struct {
 	env    scripts.Env
 	opt    Options
 	id     string
-	own    bool          // Close closes env.C
-	lane   *scripts.Lane // env.C; stopped when the loop exits
+	own    bool // Close closes env.C
 	clk    clock.Clock
 	base   time.Time // monotonic origin of deadline
 	ctx    context.Context
@@ -103,18 +102,10 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 	if err != nil {
 		return nil, fmt.Errorf("session: metrics: %w", err)
 	}
-	lane := scripts.NewLane(c)
-	opened := false
-	defer func() {
-		if !opened {
-			lane.Stop()
-		}
-	}()
 	s := &Session{
-		met:  met,
-		lane: lane,
+		met: met,
 		env: scripts.Env{
-			C:          lane,
+			C:          scripts.Bound(c),
 			K:          scripts.NewKeys(o.Namespace),
 			Sharded:    c.Mode() == rueidis.ClientModeCluster,
 			Grace:      o.RestartGrace,
@@ -161,7 +152,6 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 			l := newLoop(s, sent)
 			met.sessionOpened()
 			go l.run()
-			opened = true
 			o.Logger.Debug("session opened", "session", s.id, "ttl", o.TTL)
 			return s, nil
 		}
@@ -282,7 +272,7 @@ func (s *Session) post(f func(*loop)) bool {
 // closed runs to its end; a grant it brings back is refused by the closed
 // hold table, and the deleted lease invalidates it in Redis.)
 func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return scripts.UntilDeadline(ctx, s.Deadline())
+	return context.WithDeadline(ctx, s.Deadline())
 }
 
 // usable returns nil while the session can grant, else the cause of its end.

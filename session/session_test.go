@@ -14,7 +14,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/leasehold/leasehold/internal/redistest"
-	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/semaphore"
@@ -87,28 +86,6 @@ func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.
 func (c *countingClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
 	c.n.Add(1)
 	return c.Client.DoMulti(ctx, cmds...)
-}
-
-// Dedicate's client is counted too: the session's fast lane (scripts.Lane)
-// sends most calls through one.
-func (c *countingClient) Dedicate() (rueidis.DedicatedClient, func()) {
-	d, release := c.Client.Dedicate()
-	return &countingDedicated{d, &c.n}, release
-}
-
-type countingDedicated struct {
-	rueidis.DedicatedClient
-	n *atomic.Int64
-}
-
-func (d *countingDedicated) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	d.n.Add(1)
-	return d.DedicatedClient.Do(ctx, cmd)
-}
-
-func (d *countingDedicated) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
-	d.n.Add(1)
-	return d.DedicatedClient.DoMulti(ctx, cmds...)
 }
 
 // TestOneRequestPerHeartbeat: a session holding 1,000 holds sends exactly one
@@ -653,96 +630,5 @@ func TestReplicaAck(t *testing.T) {
 	// The rolled-back grant is free again (read on the master).
 	if n, err := mc.Do(ctx, mc.B().Hexists().Key("{"+ns+"}:m:unacked").Field("hid").Build()).AsInt64(); err != nil || n != 0 {
 		t.Fatalf("rolled-back grant still recorded (%d, %v)", n, err)
-	}
-}
-
-// TestSessionGivesItsConnectionsBack: a session's serial calls run on a
-// connection dedicated from the client (scripts.Lane), and the session gives
-// it back when it ends, closed or lost: with a dedicated pool of one, the
-// connection can be dedicated again afterwards, and the next session's lane
-// gets it.
-func TestSessionGivesItsConnectionsBack(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	ns := redistest.Namespace(t)
-	testutil.InitEpoch(t, srv.Addr(), ns)
-	ctx := testutil.Ctx(t, 30*time.Second)
-	o := testutil.ClientOption(srv.Addr())
-	o.PipelineMultiplex = -1 // one shared connection
-	o.BlockingPoolSize = 1
-	c, err := rueidis.NewClient(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	admin := testutil.Client(t, srv.Addr())
-	shared, err := c.Do(ctx, c.B().ClientId().Build()).AsInt64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// onLane reports whether a connection other than the shared one ran the
-	// last script.
-	onLane := func() bool {
-		list, err := admin.Do(ctx, admin.B().ClientList().Build()).ToString()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for line := range strings.Lines(list) {
-			if strings.Contains(line, " cmd=evalsha ") && !strings.HasPrefix(line, "id="+strconv.FormatInt(shared, 10)+" ") {
-				return true
-			}
-		}
-		return false
-	}
-	for _, end := range []string{"closed", "lost"} {
-		s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		m := mutex.New(s, "m")
-		testutil.WaitFor(t, ctx, func() bool {
-			h, err := m.TryLock(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := h.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return onLane()
-		})
-		switch end {
-		case "closed":
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-		case "lost":
-			lease := scripts.NewKeys(ns).Lease(s.ID())
-			if err := admin.Do(ctx, admin.B().Del().Key(lease).Build()).Error(); err != nil {
-				t.Fatal(err)
-			}
-			<-s.Done()
-			if !errors.Is(s.Err(), session.ErrLeaseLost) {
-				t.Fatalf("session after its lease was deleted: %v, want ErrLeaseLost", s.Err())
-			}
-		}
-		type dedicated struct {
-			d       rueidis.DedicatedClient
-			release func()
-		}
-		got := make(chan dedicated, 1)
-		go func() {
-			d, release := c.Dedicate() // waits until the pool's one connection is back
-			got <- dedicated{d, release}
-		}()
-		select {
-		case g := <-got:
-			// Mark the connection: the next lane's scripts show on it.
-			if err := g.d.Do(ctx, g.d.B().Ping().Build()).Error(); err != nil {
-				t.Fatal(err)
-			}
-			g.release()
-		case <-ctx.Done():
-			t.Fatalf("the %s session kept its dedicated connection", end)
-		}
 	}
 }

@@ -49,16 +49,10 @@ type countingClient struct {
 }
 
 func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	return c.record(ctx, cmd, c.Client.Do)
-}
-
-// record counts and records cmd, sent with send.
-func (c *countingClient) record(ctx context.Context, cmd rueidis.Completed,
-	send func(context.Context, rueidis.Completed) rueidis.RedisResult) rueidis.RedisResult {
 	c.n.Add(1)
 	args := slices.Clone(cmd.Commands()) // cmd is recycled by Do
 	at := time.Now()
-	r := send(ctx, cmd)
+	r := c.Client.Do(ctx, cmd)
 	c.mu.Lock()
 	c.calls = append(c.calls, call{at: at, cmd: args, err: r.Error()})
 	c.mu.Unlock()
@@ -70,26 +64,9 @@ func (c *countingClient) DoMulti(ctx context.Context, multi ...rueidis.Completed
 	return c.Client.DoMulti(ctx, multi...)
 }
 
-// Dedicate's client is counted and recorded too: the session's fast lane
-// (scripts.Lane) sends most calls through one.
 func (c *countingClient) Dedicate() (rueidis.DedicatedClient, func()) {
 	c.n.Add(1)
-	d, release := c.Client.Dedicate()
-	return &countingDedicated{d, c}, release
-}
-
-type countingDedicated struct {
-	rueidis.DedicatedClient
-	c *countingClient
-}
-
-func (d *countingDedicated) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	return d.c.record(ctx, cmd, d.DedicatedClient.Do)
-}
-
-func (d *countingDedicated) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
-	d.c.n.Add(1)
-	return d.DedicatedClient.DoMulti(ctx, multi...)
+	return c.Client.Dedicate()
 }
 
 func (c *countingClient) Dedicated(fn func(rueidis.DedicatedClient) error) error {
