@@ -137,7 +137,8 @@ func BenchmarkMutexLockRelease(b *testing.B) { benchLockRelease(b, context.Backg
 // ctx that can be canceled, as a daemon's usually is (and the bench's
 // contenders get). Every session call has a deadline, so both run each call
 // in scripts.Bound's goroutine; this one shows whether a cancelable parent
-// costs more on top (docs/design.md, "A fast lane for serial calls").
+// costs more on top (docs/design.md, "A fast lane for serial calls:
+// measured, not adopted").
 func BenchmarkMutexLockReleaseCancelable(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
