@@ -49,9 +49,10 @@ type loop struct {
 	subWant    []subWant
 	subbing    bool // a subscribe helper is in flight
 
-	bg     context.Context // canceled when the loop ends; bounds helpers
-	stopBg context.CancelFunc
-	wg     sync.WaitGroup
+	bg          context.Context // canceled when the loop ends; bounds helpers
+	stopBg      context.CancelFunc
+	wg          sync.WaitGroup
+	helpersDone bool // shutdown has waited for wg: no helper may start
 
 	exit     bool
 	closeErr chan error // set by close: the reply of Close
@@ -386,6 +387,7 @@ func (l *loop) shutdown() {
 	l.cleanTimer.Stop()
 	l.stopBg()
 	l.wg.Wait()
+	l.helpersDone = true
 	// Run what was posted after the loop decided to exit: a Claim that rolls
 	// back a grant it could not confirm posts its release at that moment,
 	// and dropping it would leave the grant recorded until the lease expires
@@ -408,8 +410,8 @@ func (l *loop) shutdown() {
 	}
 	select {
 	case r := <-l.subDone:
-		if r.err == nil && r.dc != nil {
-			r.release()
+		if r.dc != nil { // failed or not, the connection goes back
+			l.giveBack(r.release)
 		}
 	default:
 	}

@@ -142,7 +142,7 @@ func (l *loop) onSubscribed(r subResult) {
 	if r.err != nil {
 		l.s.opt.Logger.Warn("subscribe failed", "session", l.s.id, "err", r.err)
 		if r.dc != nil {
-			r.release()
+			l.giveBack(r.release)
 		}
 		for _, w := range l.subWant {
 			w.reply <- r.err
@@ -174,9 +174,23 @@ func (l *loop) onSubscriptionLost(err error) {
 func (l *loop) dropSubscription() {
 	l.s.subOK.Store(false)
 	if l.sub != nil {
-		l.subRelease()
+		l.giveBack(l.subRelease)
 	}
 	l.sub, l.subRelease, l.subErr, l.subChans = nil, nil, nil, nil
+}
+
+// giveBack closes a notification connection and returns it to the client.
+// Closing a connection to a silent server waits up to a second for a PING
+// (rueidis' pipe.Close, docs/rueidis.md), and the loop must not miss its
+// local deadline meanwhile: while the loop runs, a helper does it. Once
+// shutdown has waited for the helpers, the holds are ended and it is done in
+// place.
+func (l *loop) giveBack(release func()) {
+	if l.helpersDone {
+		release()
+		return
+	}
+	l.wg.Go(release)
 }
 
 // onMessage runs on rueidis' reader goroutine.

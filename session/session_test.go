@@ -632,3 +632,102 @@ func TestReplicaAck(t *testing.T) {
 		t.Fatalf("rolled-back grant still recorded (%d, %v)", n, err)
 	}
 }
+
+// failingSubscribe wraps a client so that, once armed, the session's
+// SUBSCRIBE fails without reaching Redis shortly before its deadline (the
+// session's local deadline when the subscribe started). entered reports the
+// first one.
+type failingSubscribe struct {
+	rueidis.Client
+	armed   atomic.Bool
+	entered chan struct{}
+	once    atomic.Bool
+}
+
+func (c *failingSubscribe) Dedicate() (rueidis.DedicatedClient, func()) {
+	d, release := c.Client.Dedicate()
+	return &failingSubscribeConn{DedicatedClient: d, c: c}, release
+}
+
+type failingSubscribeConn struct {
+	rueidis.DedicatedClient
+	c *failingSubscribe
+}
+
+func (d *failingSubscribeConn) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if name := cmd.Commands()[0]; !d.c.armed.Load() || name != "SUBSCRIBE" && name != "SSUBSCRIBE" {
+		return d.DedicatedClient.Do(ctx, cmd)
+	}
+	if d.c.once.CompareAndSwap(false, true) {
+		close(d.c.entered)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		t := time.NewTimer(time.Until(dl) - 50*time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	return rueidis.NewErrorResult(errors.New("subscribe failed (injected)"))
+}
+
+// TestFailedSubscribeDoesNotDelayLoss: a subscribe that fails while Redis is
+// paused gives its connection back, and closing a connection to a silent
+// server waits up to a second (rueidis' pipe.Close, docs/rueidis.md). That
+// must not hold up the session's actor: the hold's context is still canceled
+// at the session's local deadline, not up to a second after it, when the key
+// has long expired on the server.
+func TestFailedSubscribeDoesNotDelayLoss(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	c, err := rueidis.NewClient(testutil.ClientOption(srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fc := &failingSubscribe{Client: c, entered: make(chan struct{})}
+	s, err := session.New(ctx, fc, session.Options{Namespace: ns, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 10 * time.Second})
+	if _, err := mutex.New(other, "busy").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := mutex.New(s, "held").TryLock(ctx) // no subscription yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.armed.Store(true)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := mutex.New(s, "busy").Lock(ctx) // queues, then wants a subscription
+		waited <- err
+	}()
+	select {
+	case <-fc.entered:
+	case <-ctx.Done():
+		t.Fatal("the waiting Lock never subscribed")
+	}
+	srv.Stop()
+	defer srv.Cont()
+	select {
+	case <-h.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("hold not canceled with Redis paused")
+	}
+	canceled := time.Now()
+	if !errors.Is(context.Cause(h.Context()), session.ErrLeaseLost) {
+		t.Fatalf("hold canceled with %v, want ErrLeaseLost", context.Cause(h.Context()))
+	}
+	if late := canceled.Sub(s.Deadline()); late > 250*time.Millisecond {
+		t.Fatalf("hold canceled %v after the session's local deadline; the actor was held up", late)
+	}
+	if err := <-waited; err == nil {
+		t.Fatal("waiting Lock succeeded with Redis paused")
+	}
+}
