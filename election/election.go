@@ -99,6 +99,10 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	if h == nil || h.Err() != nil {
 		return fmt.Errorf("election %q: %w", e.name, ErrNotLeader)
 	}
+	// Recorded first: once Redis may hold the new value, a reclaim after an
+	// empty restart must recreate it. If the call fails, the outcome is
+	// unknown and either value may be the one Redis had.
+	h.SetValue(scripts.Value(value))
 	ok, err := e.s.Env().ElectionProclaim(ctx, e.name, h.ID(), value)
 	if err != nil {
 		return fmt.Errorf("election %q: proclaim: %w", e.name, err)

@@ -1174,3 +1174,34 @@ func TestCampaignSurvivesDroppedConnections(t *testing.T) {
 		t.Fatalf("Leader = %+v, %v; want b's term %d", l, err, r.h.Token())
 	}
 }
+
+// TestRestartEmptyKeepsProclaimedValue: Redis restarts without its data after
+// the leader proclaimed a new value; the reclaimed leadership carries the
+// proclaimed value, not the one the leader campaigned with.
+func TestRestartEmptyKeepsProclaimedValue(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	a := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 2 * time.Second})
+	ea := election.New(a, "restart")
+	ha, err := ea.Campaign(ctx, "campaigned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ea.Proclaim(ctx, "proclaimed"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	srv.Restart()
+	var l election.Leader
+	testutil.WaitFor(t, ctx, func() bool {
+		l, err = ea.Leader(ctx)
+		return err == nil
+	})
+	if ha.Err() != nil {
+		t.Fatalf("leadership ended by a restart it could reclaim from: %v", ha.Err())
+	}
+	if want := (election.Leader{Value: "proclaimed", Session: a.ID(), Token: ha.Token()}); l != want {
+		t.Fatalf("leader after the reclaim = %+v, want %+v", l, want)
+	}
+}

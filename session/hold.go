@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/leasehold/leasehold/internal/scripts"
 )
@@ -29,6 +30,8 @@ type Hold struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 
+	value atomic.Pointer[string] // election: the value last proclaimed, if any
+
 	mu       sync.Mutex // serializes Release
 	released bool       // the server confirmed the release
 	unsure   bool       // a release attempt failed: it may have happened
@@ -44,6 +47,24 @@ func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64)
 	// holds when the session ends (holdTable.endAll, called by the loop).
 	h.ctx, h.cancel = context.WithCancelCause(context.Background())
 	return h
+}
+
+// SetValue records the election value a reclaim recreates for h after Redis
+// lost its data; election.Proclaim calls it before it sends the new value,
+// so that a reclaimed leader keeps its latest value, not its Campaign's. It
+// is for leasehold's own packages; its parameter type is internal.
+func (h *Hold) SetValue(v scripts.Value) {
+	s := string(v)
+	h.value.Store(&s)
+}
+
+// reclaimed is h's resource as a reclaim recreates it.
+func (h *Hold) reclaimed() scripts.Resource {
+	r := h.res
+	if v := h.value.Load(); v != nil {
+		r.Value = *v
+	}
+	return r
 }
 
 // describe names the resource for messages: `mutex "m"`, `pool "p" member "k"`.

@@ -215,7 +215,7 @@ func (l *loop) reclaim() {
 	live := s.holds.snapshot()
 	holds := make([]scripts.Held, 0, len(live))
 	for _, h := range live {
-		holds = append(holds, scripts.Held{R: h.res, HoldID: h.hid, Token: h.token, Member: h.resource})
+		holds = append(holds, scripts.Held{R: h.reclaimed(), HoldID: h.hid, Token: h.token, Member: h.resource})
 	}
 	s.opt.Logger.Warn("Redis lost its data; reclaiming the lease and holds", "session", s.id, "holds", len(holds))
 	sent := s.clk.Now()

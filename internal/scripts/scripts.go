@@ -149,6 +149,10 @@ type Resource struct {
 	Value string // election: the candidate's value
 }
 
+// Value is an election leader's value as session.Hold.SetValue takes it: a
+// type of its own keeps that method out of users' reach.
+type Value string
+
 // Env is what every script call needs: a client, the namespace's keys and the
 // pub/sub flavour.
 type Env struct {
