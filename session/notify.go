@@ -150,6 +150,13 @@ func (l *loop) onSubscribed(r subResult) {
 		l.subWant = nil
 		return
 	}
+	if r.dc == nil && l.sub == nil {
+		// It ran on a connection whose loss was handled first (both were
+		// ready in the loop's select): its channels went with it. Subscribe
+		// the waiters again on a new one.
+		l.pump()
+		return
+	}
 	if r.dc != nil {
 		l.sub, l.subRelease, l.subErr = r.dc, r.release, r.errc
 		l.subChans = map[string]bool{}
