@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -56,6 +57,11 @@ type loop struct {
 
 	exit     bool
 	closeErr chan error // set by close: the reply of Close
+
+	// log is the loop's logger: its records reach the user's handler from
+	// logq's goroutine, never from the loop's (see logQueue).
+	log  *slog.Logger
+	logq *logQueue
 }
 
 type beatResult struct {
@@ -108,6 +114,8 @@ func newLoop(s *Session, sent time.Time) *loop {
 
 func (l *loop) run() {
 	defer close(l.s.exited)
+	l.logq = newLogQueue()
+	l.log = l.logq.logger(l.s.opt.Logger.Handler())
 	for !l.exit {
 		select {
 		case f := <-l.s.reqs:
@@ -162,7 +170,7 @@ func (l *loop) onBeat(r beatResult) {
 	if r.err != nil {
 		s.met.heartbeat("error", 0)
 		wait := l.backoff.NextBackOff()
-		s.opt.Logger.Warn("heartbeat failed; retrying", "session", s.id, "err", r.err,
+		l.log.Warn("heartbeat failed; retrying", "session", s.id, "err", r.err,
 			"retry_in", wait, "deadline_in", l.deadline.Sub(s.clk.Now()))
 		l.beatTimer.Reset(wait)
 		return
@@ -217,7 +225,7 @@ func (l *loop) reclaim() {
 	for _, h := range live {
 		holds = append(holds, scripts.Held{R: h.reclaimed(), HoldID: h.hid, Token: h.token, Member: h.resource})
 	}
-	s.opt.Logger.Warn("Redis lost its data; reclaiming the lease and holds", "session", s.id, "holds", len(holds))
+	l.log.Warn("Redis lost its data; reclaiming the lease and holds", "session", s.id, "holds", len(holds))
 	sent := s.clk.Now()
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
 	l.wg.Go(func() {
@@ -236,7 +244,7 @@ func (l *loop) onReclaim(r reclaimResult) {
 		return
 	case r.err != nil:
 		wait := l.backoff.NextBackOff()
-		s.opt.Logger.Warn("reclaim failed; retrying", "session", s.id, "err", r.err, "retry_in", wait)
+		l.log.Warn("reclaim failed; retrying", "session", s.id, "err", r.err, "retry_in", wait)
 		l.beatTimer.Reset(wait)
 		return
 	}
@@ -250,7 +258,7 @@ func (l *loop) onReclaim(r reclaimResult) {
 	}
 	kept := s.holds.len()
 	s.met.reclaimed(kept, len(r.lost))
-	s.opt.Logger.Warn("reclaimed after Redis lost its data", "session", s.id, "reclaimed", kept, "lost", len(r.lost))
+	l.log.Warn("reclaimed after Redis lost its data", "session", s.id, "reclaimed", kept, "lost", len(r.lost))
 	l.beatTimer.Reset(r.sent.Add(s.opt.Heartbeat).Sub(now))
 }
 
@@ -258,7 +266,7 @@ func (l *loop) onReclaim(r reclaimResult) {
 func (l *loop) revoke(id string) {
 	l.acks[id] = true
 	if h := l.s.holds.revoke(id, l.s.clk.Now()); h != nil {
-		l.s.opt.Logger.Warn("hold lost", "session", l.s.id, "kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
+		l.log.Warn("hold lost", "session", l.s.id, "kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
 	}
 }
 
@@ -283,7 +291,7 @@ func (l *loop) lose(cause error) {
 	}
 	l.s.holds.endAll(cause) // first: no hold outlives its session
 	l.s.cancel(cause)
-	l.s.opt.Logger.Error("lease lost", "session", l.s.id, "holds", l.s.holds.len(), "cause", cause)
+	l.log.Error("lease lost", "session", l.s.id, "holds", l.s.holds.len(), "cause", cause)
 	l.exit = true
 }
 
@@ -437,7 +445,7 @@ func (l *loop) shutdown() {
 		err = fmt.Errorf("cleanup still waiting for Redis after %v", s.opt.TTL)
 	}
 	if err != nil {
-		s.opt.Logger.Warn("cleanup after session end failed; the lease will expire", "session", s.id, "err", err)
+		l.log.Warn("cleanup after session end failed; the lease will expire", "session", s.id, "err", err)
 		err = fmt.Errorf("session: close: %w", err)
 	}
 	if l.closeErr != nil {
@@ -446,4 +454,5 @@ func (l *loop) shutdown() {
 		}
 		l.closeErr <- err
 	}
+	l.logq.close() // the loop logs nothing after this
 }

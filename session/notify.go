@@ -140,7 +140,7 @@ func dedicate(ctx context.Context, c rueidis.Client) (rueidis.DedicatedClient, f
 func (l *loop) onSubscribed(r subResult) {
 	l.subbing = false
 	if r.err != nil {
-		l.s.opt.Logger.Warn("subscribe failed", "session", l.s.id, "err", r.err)
+		l.log.Warn("subscribe failed", "session", l.s.id, "err", r.err)
 		if r.dc != nil {
 			l.giveBack(r.release)
 		}
@@ -171,7 +171,7 @@ func (l *loop) onSubscribed(r subResult) {
 // onSubscriptionLost drops the broken connection and makes every waiter and
 // watcher re-check, since messages may have been missed; they subscribe again.
 func (l *loop) onSubscriptionLost(err error) {
-	l.s.opt.Logger.Info("notification connection lost; waiters re-check", "session", l.s.id, "err", err)
+	l.log.Info("notification connection lost; waiters re-check", "session", l.s.id, "err", err)
 	l.dropSubscription()
 	rc := make(chan struct{})
 	old := l.s.recheck.Swap(&rc)

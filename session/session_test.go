@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -729,5 +730,48 @@ func TestFailedSubscribeDoesNotDelayLoss(t *testing.T) {
 	}
 	if err := <-waited; err == nil {
 		t.Fatal("waiting Lock succeeded with Redis paused")
+	}
+}
+
+// blockingHandler is a slog.Handler that blocks on "heartbeat failed"
+// records until release is closed, like a handler writing to a full pipe.
+type blockingHandler struct{ release chan struct{} }
+
+func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h blockingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "heartbeat failed") {
+		<-h.release
+	}
+	return nil
+}
+func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestBlockedLoggerDoesNotDelayLoss: the session logs each failed heartbeat,
+// and the user's log handler may block (a full stderr pipe, a log shipper
+// on the same broken network). The hold's context must still be canceled at
+// the local deadline.
+func TestBlockedLoggerDoesNotDelayLoss(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	release := make(chan struct{})
+	defer close(release)
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: time.Second, Logger: slog.New(blockingHandler{release})})
+	h, err := mutex.New(s, "m").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill() // heartbeats fail at once: connection refused
+	select {
+	case <-h.Done():
+	case <-ctx.Done():
+		t.Fatal("hold not canceled with Redis down")
+	}
+	if late := time.Since(s.Deadline()); late > 250*time.Millisecond {
+		t.Fatalf("hold canceled %v after the session's local deadline; the logger held the actor up", late)
+	}
+	if !errors.Is(context.Cause(h.Context()), session.ErrLeaseLost) {
+		t.Fatalf("hold canceled with %v, want ErrLeaseLost", context.Cause(h.Context()))
 	}
 }

@@ -1,0 +1,82 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+)
+
+// logQueue hands the loop's log records to a goroutine of their own. The
+// loop owns the local deadline, and a record handled in place runs the
+// user's slog.Handler on it: a handler that blocks (a full stderr pipe, a
+// log shipper on the very network that just failed the heartbeats) would
+// hold up the cancellation of every hold past the deadline. Records beyond
+// the buffer are dropped, and the next record that gets through is preceded
+// by one saying how many.
+type logQueue struct {
+	q       chan queued
+	dropped atomic.Int64
+	done    chan struct{}
+}
+
+type queued struct {
+	h slog.Handler
+	r slog.Record
+}
+
+// logQueueLen is ample for the loop's few records per heartbeat interval.
+const logQueueLen = 64
+
+// newLogQueue starts the queue's goroutine; close ends it once drained.
+func newLogQueue() *logQueue {
+	lq := &logQueue{q: make(chan queued, logQueueLen), done: make(chan struct{})}
+	go lq.run()
+	return lq
+}
+
+func (lq *logQueue) run() {
+	defer close(lq.done)
+	ctx := context.Background()
+	for it := range lq.q {
+		if n := lq.dropped.Swap(0); n > 0 {
+			r := slog.NewRecord(it.r.Time, slog.LevelWarn, "session log records dropped: the handler was too slow", 0)
+			r.AddAttrs(slog.Int64("dropped", n))
+			_ = it.h.Handle(ctx, r)
+		}
+		_ = it.h.Handle(ctx, it.r)
+	}
+}
+
+// close ends the goroutine after the records queued so far; it does not
+// wait for a slow handler.
+func (lq *logQueue) close() { close(lq.q) }
+
+// logger returns a logger that queues its records for h.
+func (lq *logQueue) logger(h slog.Handler) *slog.Logger {
+	return slog.New(queueHandler{lq: lq, h: h})
+}
+
+// queueHandler is the slog.Handler of logQueue.logger.
+type queueHandler struct {
+	lq *logQueue
+	h  slog.Handler
+}
+
+func (q queueHandler) Enabled(ctx context.Context, l slog.Level) bool { return q.h.Enabled(ctx, l) }
+
+func (q queueHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case q.lq.q <- queued{h: q.h, r: r.Clone()}:
+	default:
+		q.lq.dropped.Add(1)
+	}
+	return nil
+}
+
+func (q queueHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return queueHandler{lq: q.lq, h: q.h.WithAttrs(as)}
+}
+
+func (q queueHandler) WithGroup(name string) slog.Handler {
+	return queueHandler{lq: q.lq, h: q.h.WithGroup(name)}
+}
