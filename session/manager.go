@@ -23,6 +23,8 @@ type Manager struct {
 	mu     sync.Mutex
 	cur    *Session
 	closed bool
+
+	ended sync.WaitGroup // closes of ended sessions, waited for by Close
 }
 
 // ErrManagerClosed is returned by a Manager's methods after Close.
@@ -92,9 +94,13 @@ func (m *Manager) current() (*Session, error) {
 	if m.cur != nil && m.cur.Err() == nil {
 		return m.cur, nil
 	}
-	if m.cur != nil {
-		_ = m.cur.Close() // ended: release what is left, wait for its goroutines
+	if old := m.cur; old != nil {
+		// Ended: release what is left and wait for its goroutines, apart.
+		// After a loss to an unreachable Redis its cleanup can take up to
+		// a TTL, which must hold up neither this call (it honours ctx)
+		// nor the other callers waiting for m.mu.
 		m.cur = nil
+		m.ended.Go(func() { _ = old.Close() })
 	}
 	return nil, nil
 }
@@ -126,12 +132,13 @@ func (m *Manager) Run(ctx context.Context, fn func(ctx context.Context, s *Sessi
 }
 
 // Close closes the current session and makes every later call fail with
-// ErrManagerClosed. It waits for the session's goroutines.
+// ErrManagerClosed. It waits for the goroutines of every session it opened.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	s := m.cur
 	m.cur, m.closed = nil, true
 	m.mu.Unlock()
+	defer m.ended.Wait()
 	if s != nil {
 		if err := s.Close(); err != nil {
 			return fmt.Errorf("session: manager close: %w", err)

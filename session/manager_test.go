@@ -104,3 +104,41 @@ func TestManagerSessionRetriesUntilCtx(t *testing.T) {
 		t.Fatalf("invalid options: %v, want ErrInvalidOptions", err)
 	}
 }
+
+// TestManagerSessionAfterLossHonoursCtx: the live session was lost to a
+// paused Redis, and closing it waits for its cleanup (up to a TTL). Session
+// must not wait for that: it returns at its ctx's end, and Close waits for
+// the lost session's goroutines.
+func TestManagerSessionAfterLossHonoursCtx(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	c := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 30*time.Second)
+	m := session.NewManager(c, session.Options{Namespace: ns, TTL: 2 * time.Second})
+	defer m.Close()
+	s, err := m.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mutex.New(s, "m").TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	defer srv.Cont()
+	select {
+	case <-s.Done():
+	case <-ctx.Done():
+		t.Fatal("session not lost with Redis paused")
+	}
+	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = m.Session(sctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Session with Redis paused: %v, want DeadlineExceeded", err)
+	}
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Fatalf("Session returned %v after a 100ms ctx: it waited for the lost session's cleanup", el)
+	}
+}
