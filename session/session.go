@@ -72,16 +72,43 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 	if opt.ConnWriteTimeout == 0 {
 		opt.ConnWriteTimeout = o.TTL / 2
 	}
-	c, err := rueidis.NewClient(opt)
+	c, err := newClient(ctx, opt)
 	if err != nil {
 		return nil, fmt.Errorf("session: dial: %w", err)
 	}
 	s, err := open(ctx, c, o, true)
 	if err != nil {
-		c.Close()
+		go c.Close() // closing a connection to a silent server takes up to a second
 		return nil, err
 	}
 	return s, nil
+}
+
+// newClient is rueidis.NewClient bounded by ctx: NewClient dials and
+// handshakes without a context, which takes up to ConnWriteTimeout on a
+// paused server and the dialer's timeout when nothing answers. A client
+// that arrives after ctx ended is closed.
+func newClient(ctx context.Context, opt rueidis.ClientOption) (rueidis.Client, error) {
+	type dialed struct {
+		c   rueidis.Client
+		err error
+	}
+	ch := make(chan dialed, 1)
+	go func() {
+		c, err := rueidis.NewClient(opt)
+		ch <- dialed{c, err}
+	}()
+	select {
+	case d := <-ch:
+		return d.c, d.err
+	case <-ctx.Done():
+		go func() {
+			if d := <-ch; d.err == nil {
+				d.c.Close()
+			}
+		}()
+		return nil, context.Cause(ctx)
+	}
 }
 
 // New opens a session on a client the caller owns and keeps open until after

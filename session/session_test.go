@@ -775,3 +775,27 @@ func TestBlockedLoggerDoesNotDelayLoss(t *testing.T) {
 		t.Fatalf("hold canceled with %v, want ErrLeaseLost", context.Cause(h.Context()))
 	}
 }
+
+// TestDialHonoursCtx: rueidis.NewClient dials and handshakes with no ctx,
+// which on a paused server lasts ConnWriteTimeout (TTL/2 under Dial). Dial
+// returns at its ctx's end all the same.
+func TestDialHonoursCtx(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	srv.Stop()
+	defer srv.Cont()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	s, err := session.Dial(ctx, testutil.ClientOption(srv.Addr()), session.Options{Namespace: ns, TTL: 4 * time.Second})
+	if err == nil {
+		s.Close()
+		t.Fatal("Dial succeeded with Redis paused")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Dial with Redis paused: %v, want DeadlineExceeded", err)
+	}
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Fatalf("Dial returned %v after a 100ms ctx", el)
+	}
+}
