@@ -416,6 +416,19 @@ func (l *loop) shutdown() {
 		l.pending = append(failed, l.pending...)
 	default:
 	}
+	ps := l.pending
+	for _, h := range s.holds.snapshot() {
+		ps = append(ps, pendingRelease{r: h.res, hid: h.hid})
+	}
+	// The cleanup runs apart: rueidis can block past a context on a hung
+	// server (its reconnect handshake has its own timeouts), and Close must
+	// not. Left behind at the cutoff, the cleanup ends when the client gives
+	// up on its requests (at once when Close closes the session's client).
+	done := make(chan error, 1)
+	go func() { done <- cleanup(ctx, s, ps) }()
+	// Meanwhile, the notification connection goes back: closing it takes up
+	// to a second on a silent server, which must not come out of the
+	// cleanup's time.
 	select {
 	case r := <-l.subDone:
 		if r.dc != nil { // failed or not, the connection goes back
@@ -427,17 +440,6 @@ func (l *loop) shutdown() {
 		w.reply <- context.Cause(s.ctx)
 	}
 	l.dropSubscription()
-
-	ps := l.pending
-	for _, h := range s.holds.snapshot() {
-		ps = append(ps, pendingRelease{r: h.res, hid: h.hid})
-	}
-	// The cleanup runs apart: rueidis can block past a context on a hung
-	// server (its reconnect handshake has its own timeouts), and Close must
-	// not. Left behind at the cutoff, the cleanup ends when the client gives
-	// up on its requests (at once when Close closes the session's client).
-	done := make(chan error, 1)
-	go func() { done <- cleanup(ctx, s, ps) }()
 	var err error
 	select {
 	case err = <-done:

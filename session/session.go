@@ -237,6 +237,7 @@ func (s *Session) Deadline() time.Time {
 // is idempotent; it returns an error only when the cleanup in Redis failed.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
+		cutoff := time.Now().Add(s.opt.TTL)
 		reply := make(chan error, 1)
 		select {
 		case s.reqs <- func(l *loop) { l.close(reply) }:
@@ -252,7 +253,20 @@ func (s *Session) Close() error {
 		s.goMu.Unlock()
 		s.goWG.Wait()
 		if s.own {
-			s.env.C.Close()
+			// rueidis closes its connections one by one, each taking up to
+			// a second on a silent server: wait for it only until the TTL
+			// since Close began, then let it finish on its own.
+			closed := make(chan struct{})
+			go func() {
+				s.env.C.Close()
+				close(closed)
+			}()
+			t := time.NewTimer(max(time.Until(cutoff), 0))
+			defer t.Stop()
+			select {
+			case <-closed:
+			case <-t.C:
+			}
 		}
 	})
 	return s.closeErr

@@ -799,3 +799,42 @@ func TestDialHonoursCtx(t *testing.T) {
 		t.Fatalf("Dial returned %v after a 100ms ctx", el)
 	}
 }
+
+// TestDialCloseBoundedWhileSubscribed: Close of a session opened by Dial,
+// with a notification connection open and Redis paused, stays within about
+// one TTL: closing each rueidis connection to a silent server takes up to a
+// second (docs/rueidis.md), and neither the notification connection nor the
+// client's may add that to the cleanup's TTL.
+func TestDialCloseBoundedWhileSubscribed(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	const ttl = time.Second
+	other := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 10 * time.Second})
+	if _, err := mutex.New(other, "busy").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Dial(ctx, testutil.ClientOption(srv.Addr()), session.Options{Namespace: ns, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mutex.New(s, "held").TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = mutex.New(s, "busy").Lock(lctx) // queues and subscribes
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock of a held mutex: %v, want DeadlineExceeded", err)
+	}
+	srv.Stop()
+	defer srv.Cont()
+	start := time.Now()
+	_ = s.Close() // the cleanup fails: Redis is paused
+	el := time.Since(start)
+	t.Logf("Close took %v", el)
+	if el > ttl+500*time.Millisecond {
+		t.Fatalf("Close took %v with Redis paused; want about the TTL (%v)", el, ttl)
+	}
+}
