@@ -233,7 +233,8 @@ func (s *Session) Deadline() time.Time {
 // waits for the session's goroutines to exit; a client opened by Dial is then
 // closed. Close is bounded by the TTL: if Redis does not answer, the lease and
 // holds expire on their own, and the cleanup requests still in flight end
-// when the client gives up on them (at once for a client opened by Dial). It
+// when the client gives up on them (soon for a client opened by Dial, whose
+// Close finishes in the background if it would take Close past the TTL). It
 // is idempotent; it returns an error only when the cleanup in Redis failed.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
