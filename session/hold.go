@@ -115,7 +115,9 @@ func (h *Hold) Err() error {
 // the background until it succeeds or the session ends, and calling Release
 // again retries at once. A hold ended by Session.Close is released already.
 func (h *Hold) Release(ctx context.Context) error {
-	h.mu.Lock()
+	if err := lockCtx(ctx, &h.mu); err != nil {
+		return fmt.Errorf("session: release %s: %w", h.describe(), err)
+	}
 	defer h.mu.Unlock()
 	if h.released {
 		return nil
@@ -144,4 +146,28 @@ func (h *Hold) Release(ctx context.Context) error {
 		return fmt.Errorf("session: release %s: %w: it was no longer held", h.describe(), ErrLost)
 	}
 	return nil
+}
+
+// lockCtx locks mu, or returns ctx's cause if ctx ends first: a Release
+// waiting for another one in flight (up to a TTL on a stalled Redis) must
+// still return at its own ctx's end. Uncontended, it is mu.TryLock.
+func lockCtx(ctx context.Context, mu *sync.Mutex) error {
+	if mu.TryLock() {
+		return nil
+	}
+	locked := make(chan struct{})
+	go func() {
+		mu.Lock()
+		close(locked)
+	}()
+	select {
+	case <-locked:
+		return nil
+	case <-ctx.Done():
+		go func() {
+			<-locked
+			mu.Unlock()
+		}()
+		return context.Cause(ctx)
+	}
 }

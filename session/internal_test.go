@@ -82,3 +82,49 @@ func waitSubscribed(t *testing.T, ctx context.Context, s *Session) {
 		}
 	}
 }
+
+// TestConcurrentReleaseHonoursCtx: a Release waits for another Release of
+// the same hold in flight, which on a paused Redis lasts until its own ctx
+// or the TTL ends; it still returns at its own ctx's end.
+func TestConcurrentReleaseHonoursCtx(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	srv.Do(t, "SET", scripts.NewKeys(ns).Epoch(), "0")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := New(ctx, srv.Client(t), Options{Namespace: ns, TTL: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h, err := s.Claim(ctx, scripts.Resource{Kind: scripts.Mutex, Name: "m"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	defer srv.Cont()
+	first := make(chan error, 1)
+	go func() { first <- h.Release(ctx) }()
+	for h.mu.TryLock() { // until the first Release holds the lock
+		h.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			t.Fatal("the first Release never started")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer scancel()
+	start := time.Now()
+	err = h.Release(sctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Release: %v, want DeadlineExceeded", err)
+	}
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Fatalf("second Release returned %v after a 100ms ctx", el)
+	}
+	srv.Cont()
+	if err := <-first; err != nil {
+		t.Logf("first Release: %v", err) // it may fail on the paused server: retried by the session
+	}
+}
