@@ -49,5 +49,6 @@
 // Every Redis call a session makes is bounded: by the caller's context, by
 // the local deadline, and by the session's end. Close releases every hold in
 // Redis (handing each to its next waiter), deletes the lease and waits for
-// the session's goroutines.
+// the session's goroutines (for those waiting on a silent server or a slow
+// log handler, at most until one TTL after Close began).
 package session

@@ -14,61 +14,43 @@ import (
 // notification connection succeeds, but the loss of that connection reaches
 // the loop first (both are ready in its select). The late success must not
 // touch the dropped connection's state (it panicked on a nil map, killing
-// the process), and the session subscribes again on a new connection, so a
-// waiter is still woken by its grant.
+// the process), and a want queued meanwhile is served by a new connection.
 func TestSubscribeAnsweredAfterItsConnectionDropped(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)
-	c := srv.Client(t)
+	srv.Do(t, "SET", scripts.NewKeys(ns).Epoch(), "0") // namespace intact: no restart grace
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	srv.Do(t, "SET", scripts.NewKeys(ns).Epoch(), "0") // namespace intact: no restart grace
-	open := func() *Session {
-		s, err := New(ctx, c, Options{Namespace: ns, TTL: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	owner, s := open(), open()
-	m := scripts.Resource{Kind: scripts.Mutex, Name: "m"}
-	held, err := owner.Claim(ctx, m, false)
+	s, err := New(ctx, srv.Client(t), Options{Namespace: ns, TTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	granted := make(chan error, 1)
-	go func() {
-		h, err := s.Claim(ctx, m, true) // queues and subscribes
-		if err == nil && h.Token() <= held.Token() {
-			err = errors.New("granted an older token")
-		}
-		granted <- err
-	}()
-	waitSubscribed(t, ctx, s)
+	defer s.Close()
+	if err := s.subscribe(ctx, s.ownChannel); err != nil {
+		t.Fatal(err)
+	}
 
+	queued := make(chan error, 1)
 	recovered := make(chan any, 1)
 	s.post(func(l *loop) {
 		defer func() { recovered <- recover() }()
-		l.subbing = true // a SUBSCRIBE on l.sub is in flight...
+		l.subbing = true                                                   // a SUBSCRIBE on l.sub is in flight...
+		l.subWant = append(l.subWant, subWant{ch: "other", reply: queued}) // ...a want waits for it...
 		l.onSubscriptionLost(errors.New("connection lost (injected)"))
-		l.onSubscribed(subResult{chans: []string{"x"}}) // ...and succeeded
+		l.onSubscribed(subResult{chans: []string{"x"}}) // ...and it succeeded
 	})
 	if r := <-recovered; r != nil {
 		t.Fatalf("late subscribe result after the connection was dropped: panic %v", r)
 	}
-	waitSubscribed(t, ctx, s)
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
 	select {
-	case err := <-granted:
+	case err := <-queued:
 		if err != nil {
-			t.Fatalf("waiter: %v", err)
+			t.Fatalf("queued want: %v", err)
 		}
 	case <-ctx.Done():
-		t.Fatal("waiter never granted after re-subscribing")
+		t.Fatal("the want queued during the subscribe was never served")
 	}
+	waitSubscribed(t, ctx, s)
 }
 
 // waitSubscribed waits until s's own channel is subscribed.

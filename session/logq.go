@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 )
 
@@ -12,11 +13,15 @@ import (
 // log shipper on the very network that just failed the heartbeats) would
 // hold up the cancellation of every hold past the deadline. Records beyond
 // the buffer are dropped, and the next record that gets through is preceded
-// by one saying how many.
+// by one saying how many. The session's scripts.Env logs through it too (its
+// helpers run on the loop's behalf). After close, records are handled on the
+// caller's goroutine.
 type logQueue struct {
+	mu      sync.RWMutex // guards closed against sends on a closed q
+	closed  bool
 	q       chan queued
 	dropped atomic.Int64
-	done    chan struct{}
+	done    chan struct{} // closed when run has handled the last record
 }
 
 type queued struct {
@@ -48,8 +53,15 @@ func (lq *logQueue) run() {
 }
 
 // close ends the goroutine after the records queued so far; it does not
-// wait for a slow handler.
-func (lq *logQueue) close() { close(lq.q) }
+// wait for a slow handler (done tells when it is over).
+func (lq *logQueue) close() {
+	lq.mu.Lock()
+	defer lq.mu.Unlock()
+	if !lq.closed {
+		lq.closed = true
+		close(lq.q)
+	}
+}
 
 // logger returns a logger that queues its records for h.
 func (lq *logQueue) logger(h slog.Handler) *slog.Logger {
@@ -64,7 +76,12 @@ type queueHandler struct {
 
 func (q queueHandler) Enabled(ctx context.Context, l slog.Level) bool { return q.h.Enabled(ctx, l) }
 
-func (q queueHandler) Handle(_ context.Context, r slog.Record) error {
+func (q queueHandler) Handle(ctx context.Context, r slog.Record) error {
+	q.lq.mu.RLock()
+	defer q.lq.mu.RUnlock()
+	if q.lq.closed {
+		return q.h.Handle(ctx, r)
+	}
 	select {
 	case q.lq.q <- queued{h: q.h, r: r.Clone()}:
 	default:

@@ -50,18 +50,18 @@ type loop struct {
 	subWant    []subWant
 	subbing    bool // a subscribe helper is in flight
 
-	bg          context.Context // canceled when the loop ends; bounds helpers
-	stopBg      context.CancelFunc
-	wg          sync.WaitGroup
-	helpersDone bool // shutdown has waited for wg: no helper may start
+	bg     context.Context // canceled when the loop ends; bounds helpers
+	stopBg context.CancelFunc
+	wg     sync.WaitGroup
 
 	exit     bool
 	closeErr chan error // set by close: the reply of Close
 
 	// log is the loop's logger: its records reach the user's handler from
-	// logq's goroutine, never from the loop's (see logQueue).
-	log  *slog.Logger
-	logq *logQueue
+	// the session's logQueue goroutine, never from the loop's.
+	log *slog.Logger
+
+	closing sync.WaitGroup // notification connections being given back
 }
 
 type beatResult struct {
@@ -114,8 +114,7 @@ func newLoop(s *Session, sent time.Time) *loop {
 
 func (l *loop) run() {
 	defer close(l.s.exited)
-	l.logq = newLogQueue()
-	l.log = l.logq.logger(l.s.opt.Logger.Handler())
+	l.log = l.s.env.Log
 	for !l.exit {
 		select {
 		case f := <-l.s.reqs:
@@ -395,7 +394,6 @@ func (l *loop) shutdown() {
 	l.cleanTimer.Stop()
 	l.stopBg()
 	l.wg.Wait()
-	l.helpersDone = true
 	// Run what was posted after the loop decided to exit: a Claim that rolls
 	// back a grant it could not confirm posts its release at that moment,
 	// and dropping it would leave the grant recorded until the lease expires
@@ -426,9 +424,7 @@ func (l *loop) shutdown() {
 	// up on its requests (at once when Close closes the session's client).
 	done := make(chan error, 1)
 	go func() { done <- cleanup(ctx, s, ps) }()
-	// Meanwhile, the notification connection goes back: closing it takes up
-	// to a second on a silent server, which must not come out of the
-	// cleanup's time.
+	// Meanwhile, the notification connection goes back (see giveBack).
 	select {
 	case r := <-l.subDone:
 		if r.dc != nil { // failed or not, the connection goes back
@@ -442,10 +438,15 @@ func (l *loop) shutdown() {
 	l.dropSubscription()
 	var err error
 	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("cleanup still waiting for Redis after %v", s.opt.TTL)
+	case err = <-done: // first, if the cutoff also passed meanwhile
+	default:
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			err = fmt.Errorf("cleanup still waiting for Redis after %v", s.opt.TTL)
+		}
 	}
+	l.waitClosing(ctx)
 	if err != nil {
 		l.log.Warn("cleanup after session end failed; the lease will expire", "session", s.id, "err", err)
 		err = fmt.Errorf("session: close: %w", err)
@@ -456,5 +457,19 @@ func (l *loop) shutdown() {
 		}
 		l.closeErr <- err
 	}
-	l.logq.close() // the loop logs nothing after this
+	s.logq.close() // the loop logs nothing after this
+}
+
+// waitClosing waits for the notification connections being given back, at
+// most until ctx ends; the rest finish on their own within about a second.
+func (l *loop) waitClosing(ctx context.Context) {
+	closed := make(chan struct{})
+	go func() {
+		l.closing.Wait()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
 }

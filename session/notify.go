@@ -186,19 +186,12 @@ func (l *loop) dropSubscription() {
 	l.sub, l.subRelease, l.subErr, l.subChans = nil, nil, nil, nil
 }
 
-// giveBack closes a notification connection and returns it to the client.
-// Closing a connection to a silent server waits up to a second for a PING
-// (rueidis' pipe.Close, docs/rueidis.md), and the loop must not miss its
-// local deadline meanwhile: while the loop runs, a helper does it. Once
-// shutdown has waited for the helpers, the holds are ended and it is done in
-// place.
-func (l *loop) giveBack(release func()) {
-	if l.helpersDone {
-		release()
-		return
-	}
-	l.wg.Go(release)
-}
+// giveBack closes a notification connection and returns it to the client,
+// in a goroutine of its own: closing a connection to a silent server waits up
+// to a second for a PING (rueidis' pipe.Close, docs/rueidis.md), and neither
+// the loop's local deadline nor shutdown's cleanup may wait for that.
+// Shutdown waits for these goroutines until its cutoff.
+func (l *loop) giveBack(release func()) { l.closing.Go(release) }
 
 // onMessage runs on rueidis' reader goroutine.
 func (s *Session) onMessage(m rueidis.PubSubMessage) {

@@ -55,11 +55,13 @@ type Options struct {
 	// ReplicaAckTimeout bounds each WAIT. Default Heartbeat; at most TTL/2.
 	ReplicaAckTimeout time.Duration
 
-	// Logger receives lease and hold events. nil: no logs. The session's
-	// own goroutine, which owns the lease deadline, never runs the handler:
-	// its records reach the handler from a goroutine of their own, and when
-	// the handler falls 64 records behind, the excess is dropped and
-	// counted (a blocked handler must not delay a loss signal).
+	// Logger receives lease and hold events. nil: no logs. Neither the
+	// session's own goroutine, which owns the lease deadline, nor its
+	// heartbeat runs the handler: their records reach it from a goroutine
+	// of their own, and when the handler falls 64 records behind, the
+	// excess is dropped and counted (a blocked handler must not delay a
+	// loss signal). Only a Lock retrying a failed acquire logs on the
+	// caller's goroutine.
 	Logger *slog.Logger
 
 	// Metrics registers the leasehold_* collectors (sessions, heartbeats and

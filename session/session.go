@@ -40,6 +40,7 @@ type Session struct {
 
 	reqs   chan func(*loop) // requests to the loop goroutine
 	exited chan struct{}    // closed by the loop goroutine when it returns
+	logq   *logQueue        // the loop's and the scripts' log records (see logQueue)
 
 	deadline atomic.Int64 // local lease deadline, ns since base; written by the loop
 	nextHold atomic.Uint64
@@ -129,8 +130,10 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 	if err != nil {
 		return nil, fmt.Errorf("session: metrics: %w", err)
 	}
+	lq := newLogQueue()
 	s := &Session{
-		met: met,
+		met:  met,
+		logq: lq,
 		env: scripts.Env{
 			C:          scripts.Bound(c),
 			K:          scripts.NewKeys(o.Namespace),
@@ -138,7 +141,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 			Grace:      o.RestartGrace,
 			Acks:       o.ReplicaAck,
 			AckTimeout: o.ReplicaAckTimeout,
-			Log:        o.Logger,
+			Log:        lq.logger(o.Logger.Handler()),
 			LockDelay:  o.LockDelay,
 		},
 		opt:    o,
@@ -159,6 +162,12 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		ctx, cancel = context.WithTimeout(ctx, o.TTL)
 		defer cancel()
 	}
+	opened := false
+	defer func() {
+		if !opened {
+			lq.close()
+		}
+	}()
 	for range 3 { // a taken id is astronomically unlikely; retry anyway
 		s.id = newID()
 		sent := clk.Now()
@@ -178,6 +187,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 			s.deadline.Store(int64(clock.Deadline(sent, o.TTL).Sub(sent)))
 			l := newLoop(s, sent)
 			met.sessionOpened()
+			opened = true
 			go l.run()
 			o.Logger.Debug("session opened", "session", s.id, "ttl", o.TTL)
 			return s, nil
@@ -253,21 +263,27 @@ func (s *Session) Close() error {
 		s.goClosed = true
 		s.goMu.Unlock()
 		s.goWG.Wait()
+		// What is left may wait on a silent server or a slow log handler:
+		// rueidis closes its connections one by one, each taking up to a
+		// second. Wait for it only until the TTL since Close began, then
+		// let it finish on its own.
+		t := time.NewTimer(max(time.Until(cutoff), 0))
+		defer t.Stop()
 		if s.own {
-			// rueidis closes its connections one by one, each taking up to
-			// a second on a silent server: wait for it only until the TTL
-			// since Close began, then let it finish on its own.
 			closed := make(chan struct{})
 			go func() {
 				s.env.C.Close()
 				close(closed)
 			}()
-			t := time.NewTimer(max(time.Until(cutoff), 0))
-			defer t.Stop()
 			select {
 			case <-closed:
 			case <-t.C:
+				return
 			}
+		}
+		select {
+		case <-s.logq.done:
+		case <-t.C:
 		}
 	})
 	return s.closeErr

@@ -733,13 +733,17 @@ func TestFailedSubscribeDoesNotDelayLoss(t *testing.T) {
 	}
 }
 
-// blockingHandler is a slog.Handler that blocks on "heartbeat failed"
-// records until release is closed, like a handler writing to a full pipe.
-type blockingHandler struct{ release chan struct{} }
+// blockingHandler is a slog.Handler that blocks on records whose message
+// starts with prefix until release is closed, like a handler writing to a
+// full pipe.
+type blockingHandler struct {
+	release chan struct{}
+	prefix  string
+}
 
 func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
 func (h blockingHandler) Handle(_ context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, "heartbeat failed") {
+	if strings.HasPrefix(r.Message, h.prefix) {
 		<-h.release
 	}
 	return nil
@@ -757,7 +761,7 @@ func TestBlockedLoggerDoesNotDelayLoss(t *testing.T) {
 	ctx := testutil.Ctx(t, 30*time.Second)
 	release := make(chan struct{})
 	defer close(release)
-	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: time.Second, Logger: slog.New(blockingHandler{release})})
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: time.Second, Logger: slog.New(blockingHandler{release: release, prefix: "heartbeat failed"})})
 	h, err := mutex.New(s, "m").TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -836,5 +840,45 @@ func TestDialCloseBoundedWhileSubscribed(t *testing.T) {
 	t.Logf("Close took %v", el)
 	if el > ttl+500*time.Millisecond {
 		t.Fatalf("Close took %v with Redis paused; want about the TTL (%v)", el, ttl)
+	}
+}
+
+// TestBlockedLoggerDoesNotStallReclaim: after an empty restart, the
+// heartbeat helper recreates the epoch marker and logs it; a user's log
+// handler blocked on that record must not keep the session from reclaiming
+// its lease, nor Close from returning.
+func TestBlockedLoggerDoesNotStallReclaim(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	release := make(chan struct{})
+	defer close(release)
+	c := testutil.Client(t, srv.Addr())
+	s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: 2 * time.Second,
+		Logger: slog.New(blockingHandler{release: release, prefix: "namespace data missing"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := mutex.New(s, "m").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	srv.Restart() // empty
+	probe := testutil.Client(t, srv.Addr())
+	testutil.WaitFor(t, ctx, func() bool {
+		if h.Err() != nil {
+			t.Fatalf("hold lost instead of reclaimed: %v", h.Err())
+		}
+		n, err := probe.Do(ctx, probe.B().Exists().Key("{"+ns+"}:s:"+s.ID()).Build()).AsInt64()
+		return err == nil && n == 1
+	})
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("Close took %v with the log handler blocked", el)
 	}
 }
