@@ -149,8 +149,9 @@ type Resource struct {
 	Value string // election: the candidate's value
 }
 
-// Value is an election leader's value as session.Hold.SetValue takes it: a
-// type of its own keeps that method out of users' reach.
+// Value is an election leader's value as session.Hold.SetValue takes it. A
+// type of its own marks the method as leasehold's: users cannot name it (an
+// untyped string constant still converts to it).
 type Value string
 
 // Env is what every script call needs: a client, the namespace's keys and the
