@@ -61,7 +61,9 @@ type Options struct {
 	// of their own, and when the handler falls 64 records behind, the
 	// excess is dropped and counted (a blocked handler must not delay a
 	// loss signal). Only a Lock retrying a failed acquire logs on the
-	// caller's goroutine.
+	// caller's goroutine. Close waits for the queued records (at most until
+	// one TTL after it began); a program that exits without Close may lose
+	// the last ones.
 	Logger *slog.Logger
 
 	// Metrics registers the leasehold_* collectors (sessions, heartbeats and
