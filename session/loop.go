@@ -394,6 +394,7 @@ func (l *loop) shutdown() {
 	l.cleanTimer.Stop()
 	l.stopBg()
 	l.wg.Wait()
+	s.dropDedicate() // no subscribe helper is left to take it
 	// Run what was posted after the loop decided to exit: a Claim that rolls
 	// back a grant it could not confirm posts its release at that moment,
 	// and dropping it would leave the grant recorded until the lease expires

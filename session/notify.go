@@ -90,7 +90,7 @@ func (l *loop) pump() {
 		defer cancel()
 		r := subResult{chans: chans}
 		if dc == nil {
-			d, release, err := dedicate(ctx, s.env.C)
+			d, release, err := s.dedicate(ctx)
 			if err != nil {
 				r.err = err
 				l.subDone <- r
@@ -109,31 +109,58 @@ func (l *loop) pump() {
 	})
 }
 
-// dedicate returns a dedicated connection of c, or ctx's error when ctx ends
-// first: rueidis' Dedicate dials without a context, and a dial to a stalled
-// server lasts up to ConnWriteTimeout, which must not hold the session's
-// helpers (and so Close) past their deadline. A connection that arrives
-// after ctx ended is given back.
-func dedicate(ctx context.Context, c rueidis.Client) (rueidis.DedicatedClient, func(), error) {
-	type dedicated struct {
-		d       rueidis.DedicatedClient
-		release func()
+// dedicated is what rueidis' Dedicate returns.
+type dedicated struct {
+	d       rueidis.DedicatedClient
+	release func()
+}
+
+// dedicate returns a dedicated connection of the session's client, or ctx's
+// error when ctx ends first: rueidis' Dedicate takes no context, dials
+// inline (up to ConnWriteTimeout on a stalled server) and waits as long as
+// the client's dedicated pool is used up, none of which may hold the
+// session's helpers (and so Close) past their deadline. A Dedicate still in
+// flight when ctx ends is kept for the next attempt rather than started
+// again, so an exhausted pool costs one waiting goroutine, not one per
+// attempt; dropDedicate gives back what it brings after the session ended.
+// One subscribe helper runs at a time, so one caller at most waits on it.
+func (s *Session) dedicate(ctx context.Context) (rueidis.DedicatedClient, func(), error) {
+	s.dedMu.Lock()
+	ch := s.dedCh
+	if ch == nil {
+		ch = make(chan dedicated, 1)
+		s.dedCh = ch
+		c := s.env.C
+		go func() {
+			d, release := c.Dedicate()
+			ch <- dedicated{d, release}
+		}()
 	}
-	ch := make(chan dedicated, 1)
-	go func() {
-		d, release := c.Dedicate()
-		ch <- dedicated{d, release}
-	}()
+	s.dedMu.Unlock()
 	select {
 	case got := <-ch:
+		s.dedMu.Lock()
+		s.dedCh = nil
+		s.dedMu.Unlock()
 		return got.d, got.release, nil
 	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+}
+
+// dropDedicate gives back the connection of a Dedicate still in flight when
+// the session ends, once it arrives.
+func (s *Session) dropDedicate() {
+	s.dedMu.Lock()
+	ch := s.dedCh
+	s.dedCh = nil
+	s.dedMu.Unlock()
+	if ch != nil {
 		go func() {
 			got := <-ch
 			got.d.Close()
 			got.release()
 		}()
-		return nil, nil, ctx.Err()
 	}
 }
 

@@ -53,7 +53,10 @@ type Session struct {
 
 	goMu     sync.Mutex
 	goClosed bool
-	goWG     sync.WaitGroup // goroutines started by Go
+
+	dedMu sync.Mutex
+	dedCh chan dedicated // the Dedicate in flight, if any (see dedicate)
+	goWG  sync.WaitGroup // goroutines started by Go
 
 	closeOnce sync.Once
 	closeErr  error

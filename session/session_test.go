@@ -882,3 +882,82 @@ func TestBlockedLoggerDoesNotStallReclaim(t *testing.T) {
 		t.Fatalf("Close took %v with the log handler blocked", el)
 	}
 }
+
+// dedicateCounter counts the client's Dedicate calls.
+type dedicateCounter struct {
+	rueidis.Client
+	n atomic.Int64
+}
+
+func (c *dedicateCounter) Dedicate() (rueidis.DedicatedClient, func()) {
+	c.n.Add(1)
+	return c.Client.Dedicate()
+}
+
+// countingHandler counts records whose message starts with prefix.
+type countingHandler struct {
+	prefix string
+	n      *atomic.Int64
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestOneDedicateWhilePoolExhausted: rueidis' Dedicate takes no ctx and
+// waits as long as the client's dedicated pool is used up. A session whose
+// subscribe attempts keep timing out meanwhile must not start a Dedicate
+// (and leave a goroutine waiting) per attempt: it keeps the one in flight,
+// and subscribes with it once a connection comes back.
+func TestOneDedicateWhilePoolExhausted(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	o := testutil.ClientOption(srv.Addr())
+	o.BlockingPoolSize = 1
+	raw, err := rueidis.NewClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	_, giveBack := raw.Dedicate() // the pool's only connection, taken
+	c := &dedicateCounter{Client: raw}
+	var failed atomic.Int64
+	s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: 500 * time.Millisecond,
+		Logger: slog.New(countingHandler{prefix: "subscribe failed", n: &failed})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 10 * time.Second})
+	held, err := mutex.New(other, "m").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := mutex.New(s, "m").Lock(ctx) // retries its subscribe until it gets a connection
+		got <- err
+	}()
+	testutil.WaitFor(t, ctx, func() bool { return failed.Load() >= 3 })
+	if n := c.n.Load(); n != 1 {
+		t.Fatalf("%d Dedicate calls for %d failed subscribes; want the one in flight kept", n, failed.Load())
+	}
+	giveBack()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Lock once a connection came back: %v", err)
+	}
+	if n := c.n.Load(); n != 1 {
+		t.Fatalf("%d Dedicate calls; want 1", n)
+	}
+}
