@@ -733,23 +733,29 @@ func TestFailedSubscribeDoesNotDelayLoss(t *testing.T) {
 	}
 }
 
-// blockingHandler is a slog.Handler that blocks on records whose message
-// starts with prefix until release is closed, like a handler writing to a
-// full pipe.
-type blockingHandler struct {
-	release chan struct{}
-	prefix  string
+// matchHandler is a slog.Handler that calls on for each record whose message
+// starts with prefix: blocking on a channel, like a handler writing to a
+// full pipe, or counting.
+type matchHandler struct {
+	prefix string
+	on     func()
 }
 
-func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h blockingHandler) Handle(_ context.Context, r slog.Record) error {
+func (h matchHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h matchHandler) Handle(_ context.Context, r slog.Record) error {
 	if strings.HasPrefix(r.Message, h.prefix) {
-		<-h.release
+		h.on()
 	}
 	return nil
 }
-func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
+func (h matchHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h matchHandler) WithGroup(string) slog.Handler      { return h }
+
+// blockingHandler blocks on records starting with prefix until release is
+// closed.
+func blockingHandler(prefix string, release chan struct{}) slog.Handler {
+	return matchHandler{prefix: prefix, on: func() { <-release }}
+}
 
 // TestBlockedLoggerDoesNotDelayLoss: the session logs each failed heartbeat,
 // and the user's log handler may block (a full stderr pipe, a log shipper
@@ -761,7 +767,7 @@ func TestBlockedLoggerDoesNotDelayLoss(t *testing.T) {
 	ctx := testutil.Ctx(t, 30*time.Second)
 	release := make(chan struct{})
 	defer close(release)
-	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: time.Second, Logger: slog.New(blockingHandler{release: release, prefix: "heartbeat failed"})})
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: time.Second, Logger: slog.New(blockingHandler("heartbeat failed", release))})
 	h, err := mutex.New(s, "m").TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -856,7 +862,7 @@ func TestBlockedLoggerDoesNotStallReclaim(t *testing.T) {
 	defer close(release)
 	c := testutil.Client(t, srv.Addr())
 	s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: 2 * time.Second,
-		Logger: slog.New(blockingHandler{release: release, prefix: "namespace data missing"})})
+		Logger: slog.New(blockingHandler("namespace data missing", release))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -894,22 +900,6 @@ func (c *dedicateCounter) Dedicate() (rueidis.DedicatedClient, func()) {
 	return c.Client.Dedicate()
 }
 
-// countingHandler counts records whose message starts with prefix.
-type countingHandler struct {
-	prefix string
-	n      *atomic.Int64
-}
-
-func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, h.prefix) {
-		h.n.Add(1)
-	}
-	return nil
-}
-func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h countingHandler) WithGroup(string) slog.Handler      { return h }
-
 // TestOneDedicateWhilePoolExhausted: rueidis' Dedicate takes no ctx and
 // waits as long as the client's dedicated pool is used up. A session whose
 // subscribe attempts keep timing out meanwhile must not start a Dedicate
@@ -931,7 +921,7 @@ func TestOneDedicateWhilePoolExhausted(t *testing.T) {
 	c := &dedicateCounter{Client: raw}
 	var failed atomic.Int64
 	s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: 500 * time.Millisecond,
-		Logger: slog.New(countingHandler{prefix: "subscribe failed", n: &failed})})
+		Logger: slog.New(matchHandler{prefix: "subscribe failed", on: func() { failed.Add(1) }})})
 	if err != nil {
 		t.Fatal(err)
 	}
