@@ -41,6 +41,10 @@
 // why (ErrReleased, ErrClosed, or an error matching ErrLost; ErrLeaseLost
 // when the whole session was lost).
 //
+// When a session ends (lost or closed), its Err reports why before any of
+// its holds ends: a goroutine woken by Hold.Done finds Session.Err already
+// set. The session's own Done and Context follow once every hold has ended.
+//
 // A session that lost its lease stays ended: Err reports why, and a new
 // session (new id, new lease) is needed. Holds taken away from a live session
 // end alone, with ErrLost, when the next heartbeat reports them (at once when

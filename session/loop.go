@@ -288,8 +288,7 @@ func (l *loop) lose(cause error) {
 	if l.exit {
 		return
 	}
-	l.s.holds.endAll(cause) // first: no hold outlives its session
-	l.s.cancel(cause)
+	l.s.end(cause)
 	l.log.Error("lease lost", "session", l.s.id, "holds", l.s.holds.len(), "cause", cause)
 	l.exit = true
 }
@@ -298,8 +297,7 @@ func (l *loop) lose(cause error) {
 func (l *loop) close(reply chan error) {
 	l.closeErr = reply
 	if !l.exit {
-		l.s.holds.endAll(ErrClosed)
-		l.s.cancel(ErrClosed)
+		l.s.end(ErrClosed)
 		l.exit = true
 	}
 }

@@ -43,6 +43,10 @@ type Session struct {
 	logq   *logQueue        // the loop's and the scripts' log records (see logQueue)
 
 	deadline atomic.Int64 // local lease deadline, ns since base; written by the loop
+	// ended is why the session ended, stored by the loop before it ends any
+	// hold and cancels ctx: whoever sees a hold end for the session's end
+	// (lost, closed) finds Err already set.
+	ended    atomic.Pointer[error]
 	nextHold atomic.Uint64
 
 	subOK    atomic.Bool                   // ownChannel subscribed
@@ -217,9 +221,14 @@ func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 
 // Err returns nil while the session is alive, else why it ended. Like
 // Hold.Err, it reports the loss as soon as the local deadline has passed.
+//
+// Err is set before any hold ends for the session's end: a goroutine woken
+// by Hold.Done of a hold canceled because the session was lost or closed
+// sees Err report that cause. Done and Context follow right after every
+// such hold has ended.
 func (s *Session) Err() error {
-	if s.ctx.Err() != nil {
-		return context.Cause(s.ctx)
+	if p := s.ended.Load(); p != nil {
+		return *p
 	}
 	return s.pastDeadline()
 }
@@ -338,8 +347,18 @@ func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFun
 
 // usable returns nil while the session can grant, else the cause of its end.
 func (s *Session) usable() error {
-	if s.ctx.Err() != nil {
-		return context.Cause(s.ctx)
+	if p := s.ended.Load(); p != nil {
+		return *p
 	}
 	return nil
+}
+
+// end records cause as the session's end, ends every hold with it, then
+// cancels the session's context: in that order, so that a hold ended this
+// way implies Err, and Done implies that every hold has ended. Only the loop
+// calls it.
+func (s *Session) end(cause error) {
+	s.ended.Store(&cause)
+	s.holds.endAll(cause)
+	s.cancel(cause)
 }

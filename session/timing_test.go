@@ -334,10 +334,14 @@ func TestTimingLossAtDeadline(t *testing.T) {
 		}
 		wantLeaseLost(t, "hold", context.Cause(h.Context()))
 		wantLeaseLost(t, "hold.Err", h.Err())
+		// The order a user may rely on: the session's Err is set before any
+		// hold ends for its loss; its Done follows once every hold has ended.
+		wantLeaseLost(t, "session.Err when the hold ended", s.Err())
+		synctest.Wait()
 		select {
 		case <-s.Done():
 		default:
-			t.Fatal("session not ended when its hold was canceled for a lost lease")
+			t.Fatal("session not ended once the loop had handled the loss")
 		}
 		wantLeaseLost(t, "session", context.Cause(s.Context()))
 		wantLeaseLost(t, "session.Err", s.Err())
@@ -737,7 +741,9 @@ func TestTimingLeaseDeletedOnServer(t *testing.T) {
 			t.Errorf("last heartbeat at %v (err %v); want it to be the one that found the lease gone, at %v", b.at, b.err, lostAt)
 		}
 		wantLeaseLost(t, "hold", context.Cause(h.Context()))
-		wantLeaseLost(t, "session", s.Err())
+		// Before the local deadline: only the cause the loop stored before
+		// ending the hold can make Err report the loss here.
+		wantLeaseLost(t, "session.Err when the hold ended", s.Err())
 
 		// The loss is final; another session gets the mutex.
 		synctest.Wait()
