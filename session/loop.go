@@ -45,6 +45,7 @@ type loop struct {
 	sub        rueidis.DedicatedClient // the notification connection, nil when none
 	subRelease func()
 	subErr     <-chan error    // reports the loss of sub
+	subDropped <-chan struct{} // the server dropped a subscription of sub
 	subChans   map[string]bool // channels subscribed on sub
 	subDone    chan subResult
 	subWant    []subWant
@@ -87,6 +88,7 @@ type subResult struct {
 	dc      rueidis.DedicatedClient // a new connection, or nil
 	release func()
 	errc    <-chan error
+	dropped <-chan struct{}
 	chans   []string
 	err     error
 }
@@ -137,6 +139,8 @@ func (l *loop) run() {
 			l.onSubscribed(r)
 		case err := <-l.subErr:
 			l.onSubscriptionLost(err)
+		case <-l.subDropped:
+			l.onSubscriptionLost(errUnsubscribed)
 		}
 	}
 	l.shutdown()

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,9 +16,12 @@ import (
 // "g|<hid>|<token>|<resource>" when they hand a resource to one of this
 // session's waiters, "r|<hid>" when they take a hold away, and "x|<hid>" when
 // a waiter should re-check. All of them are hints: after the connection
-// drops, the recheck channel is closed and every waiter and watcher re-reads
-// the state; waiters also have a slow fallback timer, and the heartbeat
-// reports taken-away holds within one interval.
+// drops, or the server drops the subscription while the connection stays up
+// (Redis Cluster does when the channels' slot moves to another node), the
+// recheck channel is closed, every waiter and watcher re-reads the state and
+// subscribes again, on a new connection to the slot's current owner; waiters
+// also have a slow fallback timer, and the heartbeat reports taken-away
+// holds within one interval.
 
 // subWant is a request to be subscribed to ch.
 type subWant struct {
@@ -96,8 +100,19 @@ func (l *loop) pump() {
 				l.subDone <- r
 				return
 			}
-			r.errc = d.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: s.onMessage})
-			r.dc, r.release = d, func() { d.Close(); release() }
+			dropped := make(chan struct{}, 1)
+			r.errc = d.SetPubSubHooks(rueidis.PubSubHooks{
+				OnMessage: s.onMessage,
+				OnSubscription: func(ps rueidis.PubSubSubscription) {
+					if unsubscribed(ps.Kind) {
+						select {
+						case dropped <- struct{}{}:
+						default:
+						}
+					}
+				},
+			})
+			r.dc, r.release, r.dropped = d, func() { d.Close(); release() }, dropped
 			dc = d
 		}
 		cmd := dc.B().Subscribe().Channel(chans...).Build()
@@ -185,7 +200,7 @@ func (l *loop) onSubscribed(r subResult) {
 		return
 	}
 	if r.dc != nil {
-		l.sub, l.subRelease, l.subErr = r.dc, r.release, r.errc
+		l.sub, l.subRelease, l.subErr, l.subDropped = r.dc, r.release, r.errc, r.dropped
 		l.subChans = map[string]bool{}
 	}
 	for _, ch := range r.chans {
@@ -198,7 +213,7 @@ func (l *loop) onSubscribed(r subResult) {
 // onSubscriptionLost drops the broken connection and makes every waiter and
 // watcher re-check, since messages may have been missed; they subscribe again.
 func (l *loop) onSubscriptionLost(err error) {
-	l.log.Info("notification connection lost; waiters re-check", "session", l.s.id, "err", err)
+	l.log.Warn("notifications interrupted; waiters re-check and subscribe again", "session", l.s.id, "err", err)
 	l.dropSubscription()
 	rc := make(chan struct{})
 	old := l.s.recheck.Swap(&rc)
@@ -210,7 +225,21 @@ func (l *loop) dropSubscription() {
 	if l.sub != nil {
 		l.giveBack(l.subRelease)
 	}
-	l.sub, l.subRelease, l.subErr, l.subChans = nil, nil, nil, nil
+	l.sub, l.subRelease, l.subErr, l.subDropped, l.subChans = nil, nil, nil, nil, nil
+}
+
+// errUnsubscribed reports a subscription the server dropped on a connection
+// that stays up.
+var errUnsubscribed = errors.New("the server dropped the subscription " +
+	"(on Redis Cluster: the slot moved to another node, by a failover or a slot migration)")
+
+// unsubscribed reports whether a subscription event of kind k ends a
+// subscription. The session never unsubscribes, so every such event comes
+// from the server: Redis Cluster sends "sunsubscribe" when the node loses
+// the slot of a shard channel (manual failover, slot migration), and keeps
+// the connection open.
+func unsubscribed(k string) bool {
+	return k == "sunsubscribe" || k == "unsubscribe" || k == "punsubscribe"
 }
 
 // giveBack closes a notification connection and returns it to the client,

@@ -2,41 +2,12 @@ package scripts
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
 )
-
-// Script is one Lua script: rueidis runs it (EVALSHA, EVAL on NOSCRIPT),
-// and Cmd builds its EVALSHA for a pipeline with WAIT.
-type Script struct {
-	*rueidis.Lua
-	sha  string
-	text string
-}
-
-func newScript(text string, readOnly bool) *Script {
-	sum := sha1.Sum([]byte(text))
-	l := rueidis.NewLuaScript(text)
-	if readOnly {
-		l = rueidis.NewLuaScriptReadOnly(text)
-	}
-	return &Script{Lua: l, sha: hex.EncodeToString(sum[:]), text: text}
-}
-
-// cmd builds the script's EVALSHA, for pipelines.
-func (s *Script) cmd(c rueidis.Client, keys, args []string) rueidis.Completed {
-	return c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-}
-
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}
 
 func (e Env) waitCmd() rueidis.Completed {
 	return e.C.B().Wait().Numreplicas(int64(e.Acks)).Timeout(e.AckTimeout.Milliseconds()).Build()
@@ -54,29 +25,127 @@ func (e Env) execWait(ctx context.Context, s *Script, keys, args []string) (ruei
 		r := s.Exec(ctx, e.C, keys, args)
 		return r, r.Error()
 	}
-	// WAIT counts the writes of its own connection: it must travel in the
-	// same pipeline (rueidis sends a multi holding a blocking command on one
-	// dedicated connection).
-	rs := e.C.DoMulti(ctx, s.cmd(e.C, keys, args), e.waitCmd())
+	rs := e.pipeline(ctx, []call{{s, probed(e.C, keys), args}}, true)
 	r, w := rs[0], rs[1]
-	if isNoScript(r.Error()) {
-		if err := e.C.Do(ctx, e.C.B().ScriptLoad().Script(s.text).Build()).Error(); err != nil {
-			return r, err
-		}
-		rs = e.C.DoMulti(ctx, s.cmd(e.C, keys, args), e.waitCmd())
-		r, w = rs[0], rs[1]
-	}
 	if err := r.Error(); err != nil {
 		return r, err
 	}
+	return r, e.acked(w)
+}
+
+// call is one script call of a pipeline; keys carry the probe (see probed).
+type call struct {
+	s          *Script
+	keys, args []string
+}
+
+// pipeline runs calls in one round trip and, with wait, WAIT for e.Acks
+// replicas at its end on the same connection, since WAIT counts the writes
+// of its own connection: it returns the results of calls, then WAIT's. Calls
+// refused with NOSCRIPT are sent again with EVAL in a second round trip
+// (with its own WAIT). The whole pipeline is sent again while a call is
+// refused with a transient error (the scripts sent this way are idempotent
+// per hold id) and ctx lasts.
+//
+// With wait on Redis Cluster, the pipeline runs on a connection dedicated to
+// it for its duration: rueidis follows a MOVED or ASK for one command of a
+// pipeline by sending that command alone to the new node, which would leave
+// WAIT counting the replicas of a node that did not run the script. A
+// dedicated connection returns the redirection instead, and the retry sends
+// the whole pipeline to the slot's new owner.
+func (e Env) pipeline(ctx context.Context, calls []call, wait bool) []rueidis.RedisResult {
+	return retry(ctx, func() []rueidis.RedisResult {
+		if !wait || e.C.Mode() != rueidis.ClientModeCluster {
+			return e.pipelineOn(ctx, e.C, calls, wait)
+		}
+		return within(ctx, func() []rueidis.RedisResult {
+			var rs []rueidis.RedisResult
+			_ = e.C.Dedicated(func(d rueidis.DedicatedClient) error {
+				rs = e.pipelineOn(ctx, d, calls, wait)
+				return nil
+			})
+			return rs
+		}, func(err error) []rueidis.RedisResult { return failed(len(calls)+1, err) })
+	}, refusal)
+}
+
+// multiDoer is what pipelineOn needs of a client or a dedicated connection.
+type multiDoer interface {
+	DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult
+}
+
+func (e Env) pipelineOn(ctx context.Context, d multiDoer, calls []call, wait bool) []rueidis.RedisResult {
+	cmds := make(rueidis.Commands, 0, len(calls)+1)
+	for _, c := range calls {
+		cmds = append(cmds, c.s.cmd(e.C, c.keys, c.args))
+	}
+	if wait {
+		cmds = append(cmds, e.waitCmd())
+	}
+	rs := d.DoMulti(ctx, cmds...)
+	var again []int
+	for i := range calls {
+		if isNoScript(rs[i].Error()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return rs
+	}
+	cmds = cmds[:0]
+	for _, i := range again {
+		c := calls[i]
+		cmds = append(cmds, c.s.eval(e.C, c.keys, c.args))
+	}
+	if wait {
+		cmds = append(cmds, e.waitCmd())
+	}
+	rs2 := d.DoMulti(ctx, cmds...)
+	for j, i := range again {
+		rs[i] = rs2[j]
+	}
+	if wait {
+		// The first WAIT ran before these writes: only the second one counts.
+		rs[len(calls)] = rs2[len(again)]
+	}
+	return rs
+}
+
+// acked returns nil when WAIT's reply w counts at least e.Acks replicas,
+// else an error matching ErrNotReplicated (or WAIT's own error).
+func (e Env) acked(w rueidis.RedisResult) error {
 	n, err := w.AsInt64()
 	if err != nil {
-		return r, fmt.Errorf("scripts: WAIT: %w", err)
+		return fmt.Errorf("scripts: WAIT: %w", err)
 	}
 	if n < int64(e.Acks) {
-		return r, fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, e.Acks, e.AckTimeout)
+		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, e.Acks, e.AckTimeout)
 	}
-	return r, nil
+	return nil
+}
+
+// refusal returns the first error of rs that is transient, else the first
+// error, else nil: a pipeline is sent again when any call was refused.
+func refusal(rs []rueidis.RedisResult) error {
+	var first error
+	for _, r := range rs {
+		err := r.Error()
+		if transient(err) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func failed(n int, err error) []rueidis.RedisResult {
+	rs := make([]rueidis.RedisResult, n)
+	for i := range rs {
+		rs[i] = rueidis.NewErrorResult(err)
+	}
+	return rs
 }
 
 // Confirm makes sure that everything the server did before (a grant handed

@@ -247,27 +247,11 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 
 // InitEpoch recreates the epoch marker after Redis lost its data: grants are
 // refused until Grace after the Redis process started (so a server up for
-// longer than Grace imposes no wait). It returns the grace left.
+// longer than Grace imposes no wait). The script reads the uptime itself
+// (INFO server), so it is that of the node that owns the namespace's slot,
+// also on Redis Cluster where a keyless INFO would reach any node.
 func (e Env) InitEpoch(ctx context.Context) error {
-	info, err := e.C.Do(ctx, e.C.B().Info().Section("server").Build()).ToString()
-	if _, redisErr := rueidis.IsRedisErr(err); err != nil && !redisErr {
-		return fmt.Errorf("scripts: INFO server: %w", err)
-	}
-	// A server that cannot tell its uptime (miniredis) gets the whole grace.
-	uptime := time.Duration(0)
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return fmt.Errorf("%w: uptime_in_seconds %q", errReply, v)
-			}
-			// Redis computes it from whole-second clock readings: it can be
-			// almost a second more than the real uptime. Count one less.
-			uptime = time.Duration(max(n-1, 0)) * time.Second
-		}
-	}
-	grace := max(e.Grace-uptime, 0)
-	left, err := epochInit.Exec(ctx, e.C, []string{e.K.Epoch()}, []string{ms(grace)}).AsInt64()
+	left, err := epochInit.Exec(ctx, e.C, []string{e.K.Epoch()}, []string{ms(e.Grace)}).AsInt64()
 	if err == nil && left > 0 && e.Log != nil {
 		e.Log.Warn("namespace data missing (Redis lost its data, or the namespace is new): "+
 			"grants wait out the restart grace", "namespace", e.K.Namespace(),
@@ -377,50 +361,22 @@ func (e Env) releaseCmd(r Resource, hid string, withdraw bool) execer {
 // success; with Acks, a WAIT closes the pipeline and too few
 // acknowledgements make every release report ErrNotReplicated.
 func (e Env) ReleaseMulti(ctx context.Context, rs []Resource, hids []string) []error {
-	xs := make([]execer, len(rs))
+	calls := make([]call, len(rs))
 	for i := range rs {
-		xs[i] = e.releaseCmd(rs[i], hids[i], true)
+		x := e.releaseCmd(rs[i], hids[i], true)
+		calls[i] = call{x.s, probed(e.C, x.keys), x.args}
+	}
+	wait := e.Acks > 0
+	res := e.pipeline(ctx, calls, wait)
+	var werr error
+	if wait {
+		werr = e.acked(res[len(calls)])
 	}
 	errs := make([]error, len(rs))
-	for attempt := 0; attempt < 2; attempt++ {
-		cmds := make(rueidis.Commands, 0, len(xs)+1)
-		for _, x := range xs {
-			cmds = append(cmds, x.s.cmd(e.C, x.keys, x.args))
+	for i := range calls {
+		if errs[i] = res[i].Error(); errs[i] == nil {
+			errs[i] = werr
 		}
-		if e.Acks > 0 {
-			cmds = append(cmds, e.waitCmd())
-		}
-		res := e.C.DoMulti(ctx, cmds...)
-		missing := map[*Script]bool{}
-		for i, x := range xs {
-			errs[i] = res[i].Error()
-			if isNoScript(errs[i]) {
-				missing[x.s] = true
-			}
-		}
-		if len(missing) > 0 && attempt == 0 {
-			for s := range missing {
-				if err := e.C.Do(ctx, e.C.B().ScriptLoad().Script(s.text).Build()).Error(); err != nil {
-					for i := range errs {
-						errs[i] = err
-					}
-					return errs
-				}
-			}
-			continue
-		}
-		if e.Acks > 0 {
-			n, err := res[len(xs)].AsInt64()
-			if err == nil && n < int64(e.Acks) {
-				err = fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, e.Acks, e.AckTimeout)
-			}
-			for i := range errs {
-				if errs[i] == nil && err != nil {
-					errs[i] = err
-				}
-			}
-		}
-		return errs
 	}
 	return errs
 }
