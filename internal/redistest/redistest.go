@@ -12,6 +12,30 @@
 // server also gets SIGKILL when the test binary dies (Pdeathsig). No goroutine
 // is left once the cleanups have run, so callers may use goleak.
 //
+// StartCluster runs a Redis Cluster (3 masters + 3 replicas by default) of
+// such servers with --cluster-enabled, created by `redis-cli --cluster
+// create`, and returns once it is healthy: cluster_state:ok everywhere, all
+// nodes agree on slot owners and roles, every replica has finished its first
+// sync (a replica that has not refuses to take over). Each node keeps its
+// nodes-<port>.conf in its directory, so Restart brings it back with its node
+// id; without AOF it comes back without data. Cluster faults, one line each:
+//
+//	c.Failover(t, c.ReplicaOf(t, m))  // manual CLUSTER FAILOVER; ~0.1 s, loses nothing
+//	c.KillMaster(t, m)                // SIGKILL m, wait until its replica serves its slots
+//	                                  // (= m.Kill(); c.WaitFailover(t, m)); NodeTimeout + ~2 s
+//	c.RestartEmpty(t, m)              // SIGKILL m and restart it at once: back inside
+//	                                  // cluster-node-timeout it is NOT failed over and serves
+//	                                  // the same slots, empty (its replicas resync to empty);
+//	                                  // it answers CLUSTERDOWN for its first ~2 s
+//	                                  // (= m.Kill(); m.Restart(); c.WaitHealthy(t))
+//	c.MigrateSlot(t, slot, to, pause) // reshard one slot key by key while clients write
+//	m.Stop(); ...; m.Cont()           // a hang; longer than NodeTimeout fails it over
+//
+// Cluster.Client is a cluster-mode rueidis client (it follows MOVED and
+// ASK); Cluster.Do and Server.Do talk to one node and follow nothing. Slot is
+// the hash slot of a key. The cluster waits poll with a bound and fail the
+// test with the last reason the cluster was not ready.
+//
 // When REDIS_ADDR is set, Addr returns it instead of starting a server; such
 // tests share one Redis and must keep their keys under Namespace(t).
 // Import this package from _test.go files only.
@@ -61,6 +85,8 @@ type Server struct {
 	dir  string
 	port int
 
+	portArgs func(port int) []string // extra arguments that depend on the port, or nil
+
 	mu      sync.Mutex
 	cmd     *exec.Cmd     // nil when not running
 	done    chan struct{} // closed once cmd has been reaped
@@ -77,13 +103,20 @@ func Start(t testing.TB, o Options) *Server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redistest: redis-server not found on PATH (%v); run `make test` (which installs it) or `apt-get install redis-server`", err)
 	}
-	s := &Server{t: t, opts: o, dir: t.TempDir()}
+	return start(t, o, freePort, nil)
+}
+
+// start is Start with a port picker and per-port arguments (portArgs may be
+// nil), which Restart reuses; StartCluster needs both.
+func start(t testing.TB, o Options, pick func() (int, error), portArgs func(port int) []string) *Server {
+	t.Helper()
+	s := &Server{t: t, opts: o, dir: t.TempDir(), portArgs: portArgs}
 	t.Cleanup(s.Kill)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var err error
 	for range bindRetries {
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = pick(); err != nil {
 			t.Fatalf("redistest: find a free port: %v", err)
 		}
 		if err = s.launch(); !errors.Is(err, errAddrInUse) {
@@ -231,6 +264,9 @@ func (s *Server) launch() error {
 		args = append(args, "--appendfsync", "always")
 	}
 	args = append(append(args, "--appendonly", aof), s.opts.Args...)
+	if s.portArgs != nil {
+		args = append(args, s.portArgs(s.port)...)
+	}
 
 	cmd := exec.Command("redis-server", args...)
 	out := new(bytes.Buffer)
@@ -278,6 +314,13 @@ func (s *Server) kill() {
 	s.cmd, s.stopped = nil, false
 }
 
+// live reports whether the process is running and not stopped.
+func (s *Server) live() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil && !s.stopped
+}
+
 func (s *Server) signal(sig syscall.Signal, stopped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -323,4 +366,5 @@ var LeakOptions = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
 	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient).redirectOrNew.func1"),
 	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*standalone).redirectToPrimary.func1"),
+	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"), // cluster client: lazy topology refresh after MOVED or a lost conn, random delay
 }

@@ -15,7 +15,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, LeakOptions...)
 }
 
 func mustString(t *testing.T, r rueidis.RedisResult) string {
