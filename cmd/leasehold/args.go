@@ -21,15 +21,15 @@ const defaultRedis = "redis://127.0.0.1:6379"
 
 // globals are the flags every command accepts, before or after its name.
 type globals struct {
-	redis     string
-	redisSet  bool // --redis was given (the demo ignores $LEASEHOLD_REDIS)
+	redis     []string // every --redis value, in order
+	redisSet  bool     // --redis was given (the demo ignores $LEASEHOLD_REDIS)
 	namespace string
 	nsSet     bool // --namespace was given
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.Func("redis", "Redis `URL` (default $LEASEHOLD_REDIS, else "+defaultRedis+")", func(v string) error {
-		g.redis, g.redisSet = v, true
+	fs.Func("redis", "Redis `URL`; repeat it or separate addresses with commas for several Redis Cluster seeds (default $LEASEHOLD_REDIS, else "+defaultRedis+")", func(v string) error {
+		g.redis, g.redisSet = append(g.redis, v), true
 		return nil
 	})
 	if g.namespace == "" {
@@ -41,15 +41,16 @@ func (g *globals) register(fs *flag.FlagSet) {
 	})
 }
 
-// url returns the Redis URL to use: --redis, else $LEASEHOLD_REDIS, else the default.
-func (g *globals) url() string {
+// urls returns the Redis URLs to use: every --redis, else $LEASEHOLD_REDIS,
+// else the default. Each may be a comma list of seeds (see clientOption).
+func (g *globals) urls() []string {
 	if g.redisSet {
 		return g.redis
 	}
 	if v := os.Getenv("LEASEHOLD_REDIS"); v != "" {
-		return v
+		return []string{v}
 	}
-	return defaultRedis
+	return []string{defaultRedis}
 }
 
 // check validates the namespace the way session.Options does.
@@ -161,43 +162,242 @@ func checkName(kind, name string) error {
 	return nil
 }
 
-// clientOption turns a Redis URL into rueidis options. It accepts what
-// rueidis.ParseURL does (redis://, rediss://, unix://, valkey://, valkeys://;
-// Sentinel as ?master_set=NAME with more sentinels as &addr=host:port), a bare
-// host:port, and redis-sentinel://[user:password@]host[:port][,host[:port]...]/NAME.
-func clientOption(raw string) (rueidis.ClientOption, error) {
-	bad := func(format string, args ...any) (rueidis.ClientOption, error) {
-		return rueidis.ClientOption{}, fail(exitUsage, "--redis %q: %s", raw, fmt.Sprintf(format, args...))
+// clientOption turns --redis values into rueidis options. Each value is one
+// URL of a form rueidis.ParseURL accepts (redis://, rediss://, unix://,
+// valkey://, valkeys://; Sentinel as ?master_set=NAME with more sentinels as
+// &addr=host:port), a bare host:port, or
+// redis-sentinel://[user:password@]host[:port][,host[:port]...]/NAME -- or a
+// comma list of seeds (see splitSeeds). Every seed of every value ends up in
+// InitAddress, in order and without duplicates; rueidis then finds out by
+// itself whether it talks to a Redis Cluster. All seeds must share the
+// scheme (a bare host:port counts as redis://), the user, the password, the
+// database and the URL options; anything else is a usage error.
+func clientOption(vals ...string) (rueidis.ClientOption, error) {
+	if len(vals) == 0 {
+		vals = []string{""}
 	}
-	u := strings.TrimSpace(raw)
-	if u == "" {
-		return bad("empty URL")
-	}
-	if !strings.Contains(u, "://") {
-		if _, _, err := net.SplitHostPort(u); err != nil {
-			return bad("not a URL (redis://host:port, rediss://, unix:///path, redis-sentinel://host:port/NAME) nor host:port")
+	var (
+		opt   rueidis.ClientOption
+		first *parsedSeed
+		n     int // seeds
+	)
+	for _, raw := range vals {
+		bad := func(format string, args ...any) (rueidis.ClientOption, error) {
+			return rueidis.ClientOption{}, fail(exitUsage, "--redis %q: %s", raw, fmt.Sprintf(format, args...))
 		}
-		u = "redis://" + u
-	}
-	if rest, ok := strings.CutPrefix(u, "redis-sentinel://"); ok {
-		var err error
-		if u, err = sentinelURL(rest); err != nil {
+		if strings.TrimSpace(raw) == "" {
+			return bad("empty URL")
+		}
+		seeds, err := splitSeeds(raw)
+		if err != nil {
 			return bad("%v", err)
+		}
+		for _, sd := range seeds {
+			ps, err := parseSeed(sd)
+			if err != nil {
+				if len(seeds) > 1 {
+					return bad("seed %q: %v", sd.text, err)
+				}
+				return bad("%v", err)
+			}
+			n++
+			if first == nil {
+				first, opt = &ps, ps.opt
+				continue
+			}
+			if ps.scheme != first.scheme {
+				return rueidis.ClientOption{}, fail(exitUsage,
+					"--redis: seeds mix schemes: %s (%s) and %s (%s); every seed must use the same scheme",
+					first.scheme+"://", strings.Join(first.opt.InitAddress, ","), ps.scheme+"://", strings.Join(ps.opt.InitAddress, ","))
+			}
+			if d := differs(first.opt, ps.opt); d != "" {
+				return rueidis.ClientOption{}, fail(exitUsage,
+					"--redis: seeds %s and %s differ in %s; give the user, password, database and options once for all seeds: "+
+						"redis://[user:password@]host1:port1,host2:port2[/db][?options]",
+					strings.Join(first.opt.InitAddress, ","), strings.Join(ps.opt.InitAddress, ","), d)
+			}
+			for _, a := range ps.opt.InitAddress {
+				if !slices.Contains(opt.InitAddress, a) {
+					opt.InitAddress = append(opt.InitAddress, a)
+				}
+			}
+		}
+	}
+	if first.scheme == "unix" && len(opt.InitAddress) > 1 {
+		return rueidis.ClientOption{}, fail(exitUsage, "--redis: unix:// takes one socket path; give several seeds as host:port")
+	}
+	if n > 1 && opt.TLSConfig != nil {
+		// rueidis.ParseURL names the first seed's host as the TLS server name
+		// of every connection; with several seeds, let each connection check
+		// the certificate against the host it dials.
+		opt.TLSConfig = opt.TLSConfig.Clone()
+		opt.TLSConfig.ServerName = ""
+	}
+	opt.DisableCache = true // leasehold uses no client-side caching
+	return opt, nil
+}
+
+// seedText is one seed of a --redis value, split by splitSeeds.
+type seedText struct {
+	scheme string // "" for a bare host:port
+	text   string // the seed as a URL (or bare host:port) of its own
+	rest   string // redis-sentinel only: what follows "redis-sentinel://"
+}
+
+// splitSeeds splits one --redis value into its seeds. A comma separates
+// seeds
+//   - between the hosts of a URL, before its path and query:
+//     redis://[user:password@]host1:port1,host2:port2[/db][?query] is
+//     redis://[user:password@]host1:port1[/db][?query] and the same for
+//     host2:port2 (redis-sentinel:// lists its sentinels the same way and
+//     stays one seed);
+//   - between bare host:port seeds;
+//   - before a new scheme://: redis://host1:port1,redis://host2:port2.
+//
+// A comma in the path or query belongs to them; one in a user or password
+// must be written %2C.
+func splitSeeds(v string) ([]seedText, error) {
+	type group struct {
+		scheme, user string
+		hosts        []string
+		tail         string // path and query, from the first '/', '?' or '#'
+	}
+	var groups []*group
+	var cur *group // the URL whose host list is being read
+	for _, item := range strings.Split(v, ",") {
+		scheme, rest, isURL := cutScheme(strings.TrimSpace(item))
+		switch {
+		case isURL:
+			authority, tail := splitAuthority(rest)
+			cur = &group{scheme: scheme, tail: tail}
+			if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+				cur.user, authority = authority[:i+1], authority[i+1:]
+			}
+			cur.hosts = []string{strings.TrimSpace(authority)}
+			groups = append(groups, cur)
+		case cur != nil && cur.tail != "":
+			cur.tail += "," + item // inside the path or query
+		case cur != nil:
+			host, tail := splitAuthority(item)
+			if strings.Contains(host, "@") {
+				return nil, errors.New("user and password go before the first host (write a ',' in them as %2C)")
+			}
+			cur.hosts, cur.tail = append(cur.hosts, strings.TrimSpace(host)), tail
+		default:
+			groups = append(groups, &group{hosts: []string{strings.TrimSpace(item)}})
+		}
+	}
+	var out []seedText
+	for _, g := range groups {
+		if g.scheme == "redis-sentinel" {
+			rest := g.user + strings.Join(g.hosts, ",") + g.tail
+			out = append(out, seedText{scheme: g.scheme, text: "redis-sentinel://" + rest, rest: rest})
+			continue
+		}
+		for _, h := range g.hosts {
+			if h == "" && (len(g.hosts) > 1 || len(groups) > 1) {
+				return nil, errors.New("empty address in the seed list")
+			}
+			if g.scheme == "" {
+				out = append(out, seedText{text: h})
+				continue
+			}
+			out = append(out, seedText{scheme: g.scheme, text: g.scheme + "://" + g.user + h + g.tail})
+		}
+	}
+	return out, nil
+}
+
+// cutScheme splits "scheme://rest".
+func cutScheme(s string) (scheme, rest string, ok bool) {
+	scheme, rest, ok = strings.Cut(s, "://")
+	if !ok || scheme == "" || strings.ContainsAny(scheme, "/?#@:[], ") {
+		return "", "", false
+	}
+	return strings.ToLower(scheme), rest, true
+}
+
+// splitAuthority splits what follows "scheme://" before its path or query.
+func splitAuthority(s string) (authority, tail string) {
+	if i := strings.IndexAny(s, "/?#"); i >= 0 {
+		return s[:i], s[i:]
+	}
+	return s, ""
+}
+
+// parsedSeed is one seed parsed by rueidis.ParseURL.
+type parsedSeed struct {
+	scheme string // "redis" for a bare host:port
+	opt    rueidis.ClientOption
+}
+
+func parseSeed(sd seedText) (parsedSeed, error) {
+	u := sd.text
+	switch sd.scheme {
+	case "":
+		if _, _, err := net.SplitHostPort(u); err != nil {
+			return parsedSeed{}, errors.New("not a URL (redis://host:port, rediss://, unix:///path, redis-sentinel://host:port/NAME) nor host:port")
+		}
+		u, sd.scheme = "redis://"+u, "redis"
+	case "redis-sentinel":
+		var err error
+		if u, err = sentinelURL(sd.rest); err != nil {
+			return parsedSeed{}, err
 		}
 	}
 	opt, err := rueidis.ParseURL(u)
 	if err != nil {
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err // without `parse "URL": `, which may repeat a password
+		}
 		msg := strings.TrimPrefix(err.Error(), "redis: ")
 		if strings.Contains(msg, "invalid URL scheme") {
 			msg += " (want redis://, rediss://, unix://, valkey://, valkeys:// or redis-sentinel://)"
 		}
-		return bad("%s", msg)
+		return parsedSeed{}, errors.New(msg)
 	}
-	if strings.HasPrefix(u, "unix:") && (len(opt.InitAddress) == 0 || opt.InitAddress[0] == "") {
-		return bad("no socket path (unix:///path/to/redis.sock)")
+	if sd.scheme != "unix" && sd.scheme != "redis-sentinel" {
+		// rueidis turns "redis://h:1:2" into the address "[h:1]:6379".
+		if pu, err := url.Parse(u); err == nil && strings.Contains(pu.Hostname(), ":") && !strings.HasPrefix(pu.Host, "[") {
+			return parsedSeed{}, fmt.Errorf("address %q: more than one ':' (IPv6 addresses go in brackets: [::1]:6379)", pu.Host)
+		}
 	}
-	opt.DisableCache = true // leasehold uses no client-side caching
-	return opt, nil
+	if sd.scheme == "unix" && (len(opt.InitAddress) == 0 || opt.InitAddress[0] == "") {
+		return parsedSeed{}, errors.New("no socket path (unix:///path/to/redis.sock)")
+	}
+	return parsedSeed{scheme: sd.scheme, opt: opt}, nil
+}
+
+// differs names the first setting other than the address in which two
+// seeds' options differ, or returns "".
+func differs(a, b rueidis.ClientOption) string {
+	tls := func(o rueidis.ClientOption) string {
+		if o.TLSConfig == nil {
+			return "off"
+		}
+		return fmt.Sprint("on, skip_verify ", o.TLSConfig.InsecureSkipVerify)
+	}
+	for _, f := range []struct {
+		name string
+		a, b any
+	}{
+		{"user", a.Username, b.Username},
+		{"password", a.Password, b.Password},
+		{"database", a.SelectDB, b.SelectDB},
+		{"Sentinel master_set", a.Sentinel.MasterSet, b.Sentinel.MasterSet},
+		{"TLS", tls(a), tls(b)},
+		{"dial_timeout", a.Dialer.Timeout, b.Dialer.Timeout},
+		{"write_timeout", a.ConnWriteTimeout, b.ConnWriteTimeout},
+		{"protocol", a.AlwaysRESP2, b.AlwaysRESP2},
+		{"client_cache", a.DisableCache, b.DisableCache},
+		{"max_retries", a.DisableRetry, b.DisableRetry},
+		{"client_name", a.ClientName, b.ClientName},
+	} {
+		if f.a != f.b {
+			return f.name
+		}
+	}
+	return ""
 }
 
 // sentinelURL rewrites the part after "redis-sentinel://" into the form

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/leasehold/leasehold/cmd/leasehold/internal/demo"
@@ -42,11 +43,11 @@ func cmdDemo(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 		cfg.Namespace = g.namespace
 	}
 	if g.redisSet {
-		opt, err := clientOption(g.redis)
+		opt, err := clientOption(g.redis...)
 		if err != nil {
 			return err
 		}
-		cfg.Redis, cfg.Where = &opt, g.redis
+		cfg.Redis, cfg.Where = &opt, strings.Join(g.redis, ",")
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

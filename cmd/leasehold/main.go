@@ -26,7 +26,7 @@ const usage = `leasehold runs commands under locks, semaphores and leader electi
 Redis, and shows or repairs what is held.
 
 Usage:
-  leasehold [--redis URL] [--namespace NS] COMMAND [flags] [args]
+  leasehold [--redis URL]... [--namespace NS] COMMAND [flags] [args]
 
 Commands:
   lock NAME -- CMD [ARGS...]          run CMD while holding mutex NAME
@@ -45,6 +45,11 @@ Global flags (before or after COMMAND):
                      unix:///path/to/redis.sock[?db=N]        host:port
                      redis://host:26379?master_set=NAME&addr=host2:26379    (Sentinel)
                      redis-sentinel://[user:password@]host:26379,host2:26379/NAME
+                     redis://host1:7000,host2:7000,host3:7000               (Cluster)
+                   Several seeds: repeat --redis or separate the addresses with
+                   commas (also in $LEASEHOLD_REDIS); rueidis finds out whether
+                   they form a Redis Cluster. All seeds share one scheme, user,
+                   password, database and options.
   --namespace NS   key namespace (default "leasehold"); one namespace is one
                    Redis Cluster hash slot
 

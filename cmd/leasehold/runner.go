@@ -258,7 +258,7 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // runHeld opens a session, acquires the resource and runs argv under it.
 func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuration, kill time.Duration,
 	kind, name string, argv []string, acquire acquireFunc) error {
-	opt, err := clientOption(g.url())
+	opt, err := clientOption(g.urls()...)
 	if err != nil {
 		return err
 	}

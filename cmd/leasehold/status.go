@@ -20,11 +20,19 @@ import (
 // milliseconds; remaining_ms is the holder lease's TTL left on the server.
 type Status struct {
 	Namespace  string            `json:"namespace"`
+	Cluster    *ClusterStatus    `json:"cluster,omitempty"` // Redis Cluster only
 	Sessions   []SessionStatus   `json:"sessions"`
 	Mutexes    []MutexStatus     `json:"mutexes"`
 	Semaphores []SemaphoreStatus `json:"semaphores"`
 	Pools      []PoolStatus      `json:"pools"`
 	Elections  []ElectionStatus  `json:"elections"`
+}
+
+// ClusterStatus says where the namespace lives on a Redis Cluster.
+type ClusterStatus struct {
+	Slot    int64    `json:"slot"`    // the namespace's hash slot
+	Master  string   `json:"master"`  // the master serving it ("" if none does)
+	Masters []string `json:"masters"` // every master, all scanned for the namespace's keys
 }
 
 // SessionStatus is one live session (lease).
@@ -96,6 +104,10 @@ election with its holders (session, owner, fencing token, lease time left) and
 waiters. It reads Redis with SCAN and read-only scripts and opens no session.
 A resource whose holder's lease is gone is shown free. --json prints the same
 as one JSON object (durations in milliseconds).
+
+On Redis Cluster it also shows the namespace's hash slot and the master that
+serves it, and it scans every master for the namespace's keys (replicas are
+not scanned).
 `
 
 func cmdStatus(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
@@ -130,6 +142,13 @@ func cmdStatus(ctx context.Context, g *globals, args []string, stdout io.Writer)
 func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 	st := &Status{Namespace: e.K.Namespace(), Sessions: []SessionStatus{}, Mutexes: []MutexStatus{},
 		Semaphores: []SemaphoreStatus{}, Pools: []PoolStatus{}, Elections: []ElectionStatus{}}
+	if e.C.Mode() == rueidis.ClientModeCluster {
+		cs, err := readCluster(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		st.Cluster = cs
+	}
 	sessions, err := readSessions(ctx, e)
 	if err != nil {
 		return nil, err
@@ -232,6 +251,22 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 	return st, nil
 }
 
+// readCluster says where namespace e.K lives on the Redis Cluster e.C.
+func readCluster(ctx context.Context, e scripts.Env) (*ClusterStatus, error) {
+	shards, err := clusterTopology(ctx, e.C)
+	if err != nil {
+		return nil, err
+	}
+	cs := &ClusterStatus{Slot: namespaceSlot(e.C, e.K), Masters: []string{}}
+	for _, sh := range shards {
+		cs.Masters = append(cs.Masters, sh.master)
+		if sh.serves(cs.Slot) {
+			cs.Master = sh.master
+		}
+	}
+	return cs, nil
+}
+
 // readSessions reads every lease of the namespace: owner, TTL and time left.
 func readSessions(ctx context.Context, e scripts.Env) (map[string]*SessionStatus, error) {
 	ids, err := names(ctx, e.C, e.K, "s:")
@@ -298,6 +333,14 @@ func printStatus(w io.Writer, st *Status) {
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
 
 	p("namespace %q", st.Namespace)
+	if cs := st.Cluster; cs != nil {
+		where := "no master serves it (cluster down?)"
+		if cs.Master != "" {
+			where = "served by master " + cs.Master
+		}
+		p("Redis Cluster: slot %d, %s; %s scanned: %s", cs.Slot, where,
+			plural(len(cs.Masters), "master", "masters"), strings.Join(cs.Masters, ", "))
+	}
 	p("")
 	p("SESSIONS\tOWNER\tTTL\tLEFT\tHOLDS")
 	if len(st.Sessions) == 0 {
