@@ -37,6 +37,10 @@ func (k Keys) Queue(kind Kind, name string) string {
 	return k.Prefix + "q:" + kind.short() + ":" + name
 }
 
+// The key {ns}:migrating never exists: on Redis Cluster every script
+// declares it, so that Redis refuses scripts while the slot migrates (see
+// Script and probed).
+
 // Epoch is the marker {ns}:epoch whose presence says the namespace's data is intact.
 func (k Keys) Epoch() string { return k.Prefix + "epoch" }
 
