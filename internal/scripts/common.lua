@@ -56,14 +56,13 @@ end
 
 -- revoke records that hold hid was taken away from its (live) session: the
 -- session's next heartbeat reports it, and a notification tells it at once.
+-- The record is field 'r' of the session's lease hash, "|<hid>" per hold:
+-- it lives exactly as long as the lease, and the heartbeat reads it from
+-- the one key it declares (see heartbeat.lua).
 local function revoke(p, sharded, hid)
-  local sid = sid_of(hid)
-  local lease = p .. 's:' .. sid
-  local ttl = redis.call('PTTL', lease)
-  if ttl > 0 then
-    local r = p .. 'r:' .. sid
-    redis.call('SADD', r, hid)
-    redis.call('PEXPIRE', r, ttl)
+  local lease = p .. 's:' .. sid_of(hid)
+  if redis.call('EXISTS', lease) == 1 then
+    redis.call('HSET', lease, 'r', (redis.call('HGET', lease, 'r') or '') .. '|' .. hid)
     notify(p, sharded, hid, 'r|' .. hid)
   end
 end
