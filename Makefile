@@ -2,11 +2,21 @@
 # against real redis-server processes started on free loopback ports.
 
 GO ?= go
+# The oldest Go release the module supports: the go line of go.mod. CI also
+# runs the tests with it (make test-oldest); the go command fetches that
+# toolchain through the module proxy.
+GO_OLDEST ?= go$(shell sed -n 's/^go //p' go.mod)
 
-.PHONY: test lint redis-server
+.PHONY: test test-oldest lint redis-server
 
 test: redis-server
 	$(GO) test -race -count=1 ./...
+
+# test-oldest runs the tests with the oldest supported toolchain, without
+# -race to keep CI time down: it proves that go.mod's go line is enough.
+test-oldest: redis-server
+	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
+	GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -count=1 ./...
 
 lint:
 	$(GO) vet ./...

@@ -83,7 +83,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lock", "--wait", "soon", "m", "--", "true"}, "not a duration"},
 		{[]string{"sem", "s", "--", "true"}, "--limit"},
 		{[]string{"sem", "s", "--limit", "2", "--weight", "3", "--", "true"}, "--weight"},
-		{[]string{"elect", "e", "--wait", "0", "--", "true"}, "--wait 0"},
+		{[]string{"pool", "acquire", "p"}, "no command"},
+		{[]string{"pool", "acquire", "--", "true"}, "no NAME"},
+		{[]string{"pool", "--ttl", "1s", "acquire", "--kill-after", "2s", "p", "--", "true"}, "exceeds --ttl"},
+		{[]string{"pool", "acquire", "--lock-delay", "1s", "p", "--", "true"}, "flag provided but not defined: -lock-delay"},
+		{[]string{"pool", "acquire", "p", "q", "--", "true"}, "unexpected"},
 		{[]string{"--redis", "foo://x", "lock", "m", "--", "true"}, "invalid URL scheme"},
 		{[]string{"status", "--redis", "::::"}, "--redis"},
 		{[]string{"--namespace", "a{b}", "status"}, "--namespace"},
@@ -108,7 +112,8 @@ func TestUsageErrors(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"-h"}, {"help"}, {"lock", "-h"}, {"sem", "--help"}, {"elect", "-h"},
-		{"status", "-h"}, {"reset", "-h"}, {"pool", "-h"}, {"demo", "-h"}} {
+		{"status", "-h"}, {"reset", "-h"}, {"pool", "-h"}, {"demo", "-h"},
+		{"pool", "acquire", "-h"}, {"pool", "--namespace", "x", "acquire", "--help"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 0 || errb.Len() > 0 || !strings.Contains(out.String(), "Usage") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())

@@ -260,10 +260,33 @@ func TestStatusJSON(t *testing.T) {
 	if len(st.Sessions) != 6 {
 		t.Errorf("%d sessions, want 6: %+v", len(st.Sessions), st.Sessions)
 	}
-	if ss := ids[m1[0]]; ss.TTLMs != 10_000 || ss.RemainingMs <= 0 || !slices.Equal(ss.Holds, []string{`mutex "m1"`}) {
-		t.Errorf("lock's session %+v", ss)
+	// Every session's holds are structured: kind, name, token, holder.
+	clear := func(hs []HoldStatus) []HoldStatus {
+		out := slices.Clone(hs)
+		for i := range out {
+			if out[i].RemainingMs <= 0 || out[i].Owner == "" {
+				t.Errorf("hold %+v: no time left or no owner", out[i])
+			}
+			out[i].RemainingMs, out[i].Owner = 0, "" // vary, checked above
+		}
+		return out
 	}
-	if ss := ids[s.ID()]; ss.Owner != "test-owner" || !slices.Equal(ss.Holds, []string{`pool "shards" member "s1"`}) {
+	tok := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
+	for _, tc := range []struct {
+		sid  string
+		want HoldStatus
+	}{
+		{m1[0], HoldStatus{Kind: "mutex", Name: "m1", Token: tok(m1[1]), Session: m1[0], Hold: m.Holder.Hold}},
+		{api[0], HoldStatus{Kind: "semaphore", Name: "api", Permits: 2, Token: tok(api[1]), Session: api[0], Hold: sem.Holders[0].Hold}},
+		{boss[0], HoldStatus{Kind: "election", Name: "boss", Value: "first", Token: tok(boss[1]), Session: boss[0], Hold: el.Leader.Hold}},
+		{s.ID(), HoldStatus{Kind: "pool", Name: "shards", Member: "s1", Token: h.Token(), Session: s.ID(), Hold: h.ID()}},
+	} {
+		ss := ids[tc.sid]
+		if got := clear(ss.Holds); !slices.Equal(got, []HoldStatus{tc.want}) || ss.TTLMs != 10_000 || ss.RemainingMs <= 0 {
+			t.Errorf("session %s: holds %+v (ttl %d, left %d), want %+v", tc.sid, got, ss.TTLMs, ss.RemainingMs, tc.want)
+		}
+	}
+	if ss := ids[s.ID()]; ss.Owner != "test-owner" || ss.Holds[0].Owner != "test-owner" {
 		t.Errorf("test session %+v", ss)
 	}
 
@@ -307,8 +330,9 @@ func TestReset(t *testing.T) {
 	if code := p.wait(10 * time.Second); code != exitLost {
 		t.Fatalf("lock exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
 	}
-	if !strings.Contains(p.stderr.String(), "taken away") {
-		t.Errorf("lock's stderr %q does not say why", p.stderr.String())
+	if got := p.stderr.String(); !strings.Contains(got, `leasehold: mutex "m" was reset by an operator; sent SIGTERM to the command, SIGKILL in 1.7s if it still runs`) ||
+		strings.Contains(got, "session:") || strings.Contains(got, "taken away") {
+		t.Errorf("lock's stderr %q does not say plainly why", got)
 	}
 
 	if stdout, _, code := cli(t, url, "reset", "--namespace", ns, "m", "--yes"); code != 0 || !strings.Contains(stdout, "not held") {
@@ -395,8 +419,8 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("sem: exit %d, %q", code, errb)
 	}
 	_, errb, code = cli(t, url, "sem", "--namespace", ns, "--limit", "2", "s", "--", "true")
-	if code != exitFailed || !strings.Contains(errb, "limit") {
-		t.Errorf("sem with another limit: exit %d, %q", code, errb)
+	if code != exitUsage || !strings.Contains(errb, `--limit 2 differs from the limit 1 stored in Redis for semaphore "s"`) {
+		t.Errorf("sem with another limit: exit %d, %q; want %d", code, errb, exitUsage)
 	}
 	oneLineErr(t, errb)
 

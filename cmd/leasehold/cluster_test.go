@@ -77,7 +77,8 @@ func TestCluster(t *testing.T) {
 		if cs := st.Cluster; cs == nil || cs.Slot != wantCluster.Slot || cs.Master != wantCluster.Master || !slices.Equal(cs.Masters, wantCluster.Masters) {
 			t.Errorf("cluster %+v, want %+v", st.Cluster, wantCluster)
 		}
-		if len(st.Sessions) != 1 || st.Sessions[0].ID != sid || !slices.Equal(st.Sessions[0].Holds, []string{`mutex "m"`}) {
+		if len(st.Sessions) != 1 || st.Sessions[0].ID != sid || len(st.Sessions[0].Holds) != 1 ||
+			st.Sessions[0].Holds[0].Kind != "mutex" || st.Sessions[0].Holds[0].Name != "m" || st.Sessions[0].Holds[0].Token != token {
 			t.Errorf("sessions %+v, want only %s holding mutex \"m\"", st.Sessions, sid)
 		}
 		if len(st.Mutexes) != 1 || st.Mutexes[0].Name != "m" || st.Mutexes[0].Holder == nil ||

@@ -10,14 +10,18 @@ import (
 	"strings"
 )
 
-// Exit codes. lock, sem and elect otherwise exit with CMD's own code.
+// Exit codes. lock, sem, elect and pool acquire otherwise exit with CMD's
+// own code.
 const (
-	exitOK          = 0
-	exitError       = 1   // status, reset, pool: the command failed
-	exitUsage       = 2   // every command: bad flags or arguments
-	exitNotAcquired = 73  // lock, sem, elect: held elsewhere with --wait 0, or --wait elapsed
-	exitLost        = 75  // lock, sem, elect: the hold was lost while CMD ran; CMD was signalled
-	exitFailed      = 125 // lock, sem, elect: leasehold itself failed (Redis unreachable, ...)
+	exitOK    = 0
+	exitError = 1 // status, reset, pool: the command failed
+	// exitUsage: every command: bad flags or arguments; also sem's --limit
+	// differing from the limit stored for the semaphore (the command line is
+	// wrong for it and cannot succeed as it is; nothing was acquired or run).
+	exitUsage       = 2
+	exitNotAcquired = 73  // runners: not granted with --wait 0 (held, or a restart grace), or --wait elapsed
+	exitLost        = 75  // runners: the hold was lost while CMD ran; CMD was signalled
+	exitFailed      = 125 // runners: leasehold itself failed (Redis unreachable, ...)
 	exitNotExec     = 126 // CMD exists but cannot be run
 	exitNotFound    = 127 // CMD not found
 )
@@ -32,6 +36,8 @@ Commands:
   lock NAME -- CMD [ARGS...]          run CMD while holding mutex NAME
   sem NAME --limit N -- CMD [ARGS...] run CMD while holding permits of semaphore NAME
   elect NAME -- CMD [ARGS...]         run CMD while leading election NAME
+  pool acquire NAME -- CMD [ARGS...]  run CMD holding a free member of pool NAME
+                                      (the member is in $LEASEHOLD_MEMBER)
   status [--json]                     sessions, mutexes, semaphores, pools, elections
   reset NAME [--yes]                  force-release mutex NAME (or an election's leader)
   reset --all [--yes]                 force-release every held mutex
@@ -53,14 +59,20 @@ Global flags (before or after COMMAND):
   --namespace NS   key namespace (default "leasehold"); one namespace is one
                    Redis Cluster hash slot
 
-Exit codes of lock, sem and elect:
+Exit codes of lock, sem, elect and pool acquire:
   CMD's own code   CMD ran and exited (128+N if it was killed by signal N)
-  73               not acquired: held elsewhere with --wait 0, or --wait elapsed
+  2                usage error: bad flags or arguments, or sem's --limit differs
+                   from the limit stored for the semaphore; CMD did not run
+  73               not acquired: held elsewhere (or a restart grace pending)
+                   with --wait 0, or --wait elapsed
   75               the hold was lost while CMD ran: CMD got SIGTERM, then SIGKILL
                    after --kill-after if it was still running
   125              leasehold failed (bad Redis, Redis unreachable, ...)
   126, 127         CMD could not be run, or was not found
 Other commands exit 0 on success and 1 on failure; 2 means a usage error.
+
+Text output quotes names, owners and values that hold spaces, control
+characters or invalid UTF-8, with Go escapes ("a\nb", "\xff").
 
 Run 'leasehold COMMAND -h' for a command's flags and details.
 `

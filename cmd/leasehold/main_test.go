@@ -65,6 +65,7 @@ type proc struct {
 	cmd    *exec.Cmd
 	stdout bytes.Buffer
 	stderr bytes.Buffer
+	errw   *syncWriter // writes stderr; its String may be read while the process runs
 	done   chan struct{}
 }
 
@@ -84,7 +85,8 @@ func startEnv(t *testing.T, env []string, redis string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
 	p.cmd.Env = append(append(os.Environ(), "LEASEHOLD_REDIS="+redis), env...)
-	p.cmd.Stdout, p.cmd.Stderr = &syncWriter{w: &p.stdout}, &syncWriter{w: &p.stderr}
+	p.errw = &syncWriter{w: &p.stderr}
+	p.cmd.Stdout, p.cmd.Stderr = &syncWriter{w: &p.stdout}, p.errw
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +140,13 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(b)
+}
+
+// String returns what was written so far.
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
 }
 
 // waitFile waits until path exists and is not empty, and returns its content.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -14,8 +15,11 @@ import (
 )
 
 const poolAbout = `Manages key pools: named sets of members (shards, GPU slots, accounts) that
-workers claim one at a time with pool.Acquire.
+workers claim one at a time with pool.Acquire, or with 'leasehold pool acquire'.
 
+  pool acquire NAME -- CMD [ARGS...]
+                         run CMD holding a free member, given in
+                         LEASEHOLD_MEMBER (see 'leasehold pool acquire -h')
   pool add NAME KEY...   add members (new members are free; existing ones stay)
   pool rm NAME KEY...    remove members; a held member's holder loses it (its
                          hold ends with ErrLost). Nothing changes if a KEY is
@@ -23,11 +27,17 @@ workers claim one at a time with pool.Acquire.
   pool ls NAME           list the members, one per line
   pool stats NAME        members, holders (session, owner, token, lease left),
                          free members and waiters; --json for JSON
+
+Members, owners and session ids that hold spaces, control characters or
+invalid UTF-8 are printed quoted, with Go escapes ("a\nb", "\xff").
 `
 
 func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
-	c := newCommand(g, "pool", "pool add|rm|ls|stats NAME [KEYS...]", poolAbout)
+	c := newCommand(g, "pool", "pool add|rm|ls|stats NAME [KEYS...] | pool acquire NAME -- CMD [ARGS...]", poolAbout)
 	asJSON := c.fs.Bool("json", false, "stats: print JSON")
+	if i := subcommand(args, runnerFlagSet()); i >= 0 && args[i] == "acquire" {
+		return cmdPoolAcquire(ctx, g, slices.Delete(slices.Clone(args), i, i+1), stdout)
+	}
 	pos, _, hasCmd, err := c.parse(args, stdout)
 	if err != nil {
 		return err
@@ -92,7 +102,7 @@ func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 		fmt.Fprintf(stdout, "pool %q: removed %d\n", name, removed)
 		for _, h := range before.Held {
 			if slices.Contains(keys, h.Key) {
-				fmt.Fprintf(stdout, "  %s was held by session %s (owner %s): that hold ends\n", h.Key, sidOf(h.HoldID), orDash(h.Owner))
+				fmt.Fprintf(stdout, "  %s was held by session %s (owner %s): that hold ends\n", esc(h.Key), esc(sidOf(h.HoldID)), cell(h.Owner))
 			}
 		}
 	case "ls", "stats":
@@ -102,7 +112,7 @@ func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 		}
 		if op == "ls" {
 			for _, m := range st.Members {
-				fmt.Fprintln(stdout, m)
+				fmt.Fprintln(stdout, esc(m))
 			}
 			return nil
 		}
@@ -122,15 +132,49 @@ func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 			}
 			for _, m := range st.Members {
 				if h, ok := held[m]; ok {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", m, h.Session, orDash(h.Owner), h.Token, msHuman(h.RemainingMs))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", esc(m), esc(h.Session), cell(h.Owner), h.Token, msHuman(h.RemainingMs))
 				} else {
-					fmt.Fprintf(tw, "%s\t(free)\t-\t-\t-\n", m)
+					fmt.Fprintf(tw, "%s\t(free)\t-\t-\t-\n", esc(m))
 				}
 			}
 			tw.Flush()
 		}
 	}
 	return nil
+}
+
+// subcommand returns the index in args of the first argument that is not a
+// flag or a flag's value, or -1. fs tells which flags take a value; an
+// unknown flag is taken for one that takes none.
+func subcommand(args []string, fs *flag.FlagSet) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return -1
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			return i
+		}
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				i++ // its value
+			}
+		}
+	}
+	return -1
+}
+
+// runnerFlagSet has the flags of 'pool acquire' (and the global ones), for
+// subcommand.
+func runnerFlagSet() *flag.FlagSet {
+	c := newCommand(&globals{}, "pool acquire", "", "")
+	var f runFlags
+	f.register(c, false)
+	return c.fs
 }
 
 // readStatusPool reads one pool the way status does.

@@ -103,7 +103,7 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 			continue
 		}
 		if hid != p.in.HoldID {
-			fmt.Fprintf(stdout, "reset mutex %q: took it from session %s (it had changed hands meanwhile)\n", p.name, sidOf(hid))
+			fmt.Fprintf(stdout, "reset mutex %q: took it from session %s (it had changed hands meanwhile)\n", p.name, esc(sidOf(hid)))
 			continue
 		}
 		fmt.Fprintf(stdout, "reset mutex %q: took it from %s\n", p.name, describeHolder(p.in))
@@ -112,7 +112,7 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 }
 
 func describeHolder(in scripts.MutexInfo) string {
-	s := fmt.Sprintf("session %s (owner %s, token %d, lease %s left", sidOf(in.HoldID), orDash(in.Owner), in.Token, human(in.TTL))
+	s := fmt.Sprintf("session %s (owner %s, token %d, lease %s left", esc(sidOf(in.HoldID)), cell(in.Owner), in.Token, human(in.TTL))
 	if in.Waiters > 0 {
 		s += ", " + plural(in.Waiters, "waiter", "waiters")
 	}
@@ -154,7 +154,7 @@ func resetElection(ctx context.Context, e scripts.Env, name string, yes bool, st
 	}
 	if !yes {
 		fmt.Fprintf(stdout, "would reset election %q: led by session %s (term %d, value %q, lease %s left)\n",
-			name, sidOf(l.HoldID), l.Term, l.Value, human(l.TTL))
+			name, esc(sidOf(l.HoldID)), l.Term, l.Value, human(l.TTL))
 		return fail(exitError, "reset: nothing done; add --yes to force the leader out")
 	}
 	hid, err := e.ElectionReset(ctx, name)
@@ -165,6 +165,6 @@ func resetElection(ctx context.Context, e scripts.Env, name string, yes bool, st
 		fmt.Fprintf(stdout, "election %q lost its leader meanwhile; nothing to reset\n", name)
 		return nil
 	}
-	fmt.Fprintf(stdout, "reset election %q: forced session %s out (term %d)\n", name, sidOf(hid), l.Term)
+	fmt.Fprintf(stdout, "reset election %q: forced session %s out (term %d)\n", name, esc(sidOf(hid)), l.Term)
 	return nil
 }

@@ -12,11 +12,14 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/mutex"
+	"github.com/leasehold/leasehold/pool"
 	"github.com/leasehold/leasehold/semaphore"
 	"github.com/leasehold/leasehold/session"
 )
@@ -34,7 +37,7 @@ type runFlags struct {
 func (f *runFlags) register(c *command, lockDelay bool) {
 	c.fs.DurationVar(&f.ttl, "ttl", defaultTTL, "lease `TTL`: how long the hold outlives a silent leasehold on the server")
 	f.wait.def = "forever"
-	c.fs.Var(&f.wait, "wait", "give up after waiting this `duration` (exit 73); 0: fail at once if held")
+	c.fs.Var(&f.wait, "wait", "give up after waiting this `duration` (exit 73); 0: try once, exit 73 at once if not granted")
 	f.killAfter.def = "TTL/3"
 	c.fs.Var(&f.killAfter, "kill-after", "after a loss, send SIGKILL this `duration` after SIGTERM; at most the TTL")
 	if lockDelay {
@@ -64,13 +67,35 @@ func (f *runFlags) options(c *command, g *globals) (session.Options, time.Durati
 
 // held is what a runner acquired.
 type held struct {
-	kind string // "mutex", "semaphore", "election"
+	kind string // "mutex", "semaphore", "election", "pool"
 	name string
 	h    *session.Hold
 }
 
-// acquireFunc acquires the resource; wait=false asks for a try (--wait 0).
-type acquireFunc func(ctx context.Context, s *session.Session, wait bool) (*session.Hold, error)
+// what names the hold for messages: `mutex "m"`, `pool "p" member "k"`.
+func (hd held) what() string {
+	if hd.kind == "pool" && hd.h != nil {
+		return fmt.Sprintf("pool %q member %q", hd.name, hd.h.Resource())
+	}
+	return fmt.Sprintf("%s %q", hd.kind, hd.name)
+}
+
+// target is what lock, sem, elect and pool acquire hold while CMD runs.
+type target struct {
+	kind string // "mutex", "semaphore", "election", "pool"
+	name string
+	// acquire asks for the resource: with wait it blocks until granted (or
+	// ctx ends); without it is a try, which fails with errBusy when the
+	// resource cannot be granted at once. Other refusals that deserve their
+	// own exit code come back as *exitErr.
+	acquire func(ctx context.Context, s *session.Session, wait bool) (*session.Hold, error)
+	// busy says why a try failed when no restart grace explains it, e.g.
+	// "is held by another session"; it may read Redis through s.
+	busy func(ctx context.Context, s *session.Session) string
+}
+
+// errBusy is what a target's try returns when it cannot grant at once.
+var errBusy = errors.New("busy")
 
 const lockAbout = `Runs CMD while holding mutex NAME, like flock(1), 'etcdctl lock' or
 'consul lock'. Waiters are served in arrival order. CMD runs in its own process
@@ -114,6 +139,14 @@ are passed on to CMD; the mutex is held until CMD exits. Ctrl-Z (SIGTSTP) is
 ignored: a stopped leasehold could not signal CMD in time. CMD is not the
 terminal's foreground process group: it should not read from the terminal.
 
+While CMD runs, leasehold warns on stderr once the lease is at risk -- no
+heartbeat confirmed for half the TTL -- and says when Redis answers again.
+
+Restart grace. After Redis lost its data (a restart without persistence),
+nothing is granted until the restart grace is over: up to the TTL after
+Redis started. leasehold then says so, and for how long, before it waits
+(with --wait 0 it exits 73 saying so).
+
 Exit codes: CMD's code; 73 not acquired (--wait); 75 lost while CMD ran;
 125 leasehold failed; 126/127 CMD not runnable/not found; 2 usage error.
 `
@@ -130,18 +163,21 @@ func cmdLock(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	if err != nil {
 		return err
 	}
-	return runHeld(ctx, g, o, f.wait, kill, "mutex", name, argv,
-		func(ctx context.Context, s *session.Session, wait bool) (*session.Hold, error) {
+	return runHeld(ctx, g, o, f.wait, kill, argv, target{
+		kind: "mutex", name: name,
+		acquire: func(ctx context.Context, s *session.Session, wait bool) (*session.Hold, error) {
 			m := mutex.New(s, name)
-			if !wait {
-				h, err := m.TryLock(ctx)
-				if errors.Is(err, mutex.ErrLocked) {
-					return nil, fail(exitNotAcquired, "mutex %q is held by another session (--wait 0)", name)
-				}
-				return h, err
+			if wait {
+				return m.Lock(ctx)
 			}
-			return m.Lock(ctx)
-		})
+			h, err := m.TryLock(ctx)
+			if errors.Is(err, mutex.ErrLocked) {
+				return nil, errBusy
+			}
+			return h, err
+		},
+		busy: func(context.Context, *session.Session) string { return "is held by another session" },
+	})
 }
 
 const semAbout = `Runs CMD while holding --weight permits of semaphore NAME, of which at most
@@ -154,13 +190,16 @@ loss it gets SIGTERM before anyone else can be granted its permits, SIGKILL
 --kill-after later, and leasehold exits 75. Semaphores have no lock delay: a
 CMD that ignores SIGTERM may run up to --kill-after beside the permits' next
 holder, so keep --kill-after small or make CMD honour SIGTERM.
+
+A --limit that differs from the limit stored for NAME is a usage error: exit
+2, nothing is acquired and CMD does not run.
 `
 
 func cmdSem(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
 	c := newCommand(g, "sem", "sem [flags] NAME --limit N -- CMD [ARGS...]", semAbout)
 	var f runFlags
 	f.register(c, false)
-	limit := c.fs.Int64("limit", 0, "at most `N` permits held at once (required)")
+	limit := c.fs.Int64("limit", 0, "at most `N` permits held at once (required; the same for every user of NAME)")
 	weight := c.fs.Int64("weight", 1, "`W` permits: what this CMD needs of the limit")
 	name, argv, err := parseRunner(c, args, stdout)
 	if err != nil {
@@ -176,21 +215,38 @@ func cmdSem(ctx context.Context, g *globals, args []string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
-	return runHeld(ctx, g, o, f.wait, kill, "semaphore", name, argv,
-		func(ctx context.Context, s *session.Session, wait bool) (*session.Hold, error) {
+	return runHeld(ctx, g, o, f.wait, kill, argv, target{
+		kind: "semaphore", name: name,
+		acquire: func(ctx context.Context, s *session.Session, wait bool) (*session.Hold, error) {
 			sem := semaphore.New(s, name, *limit)
 			var h *session.Hold
 			var err error
 			if wait {
 				h, err = sem.Acquire(ctx, *weight)
 			} else if h, err = sem.TryAcquire(ctx, *weight); errors.Is(err, semaphore.ErrNoPermits) {
-				return nil, fail(exitNotAcquired, "semaphore %q has no %s free (--wait 0)", name, plural(int(*weight), "permit", "permits"))
+				return nil, errBusy
 			}
 			if errors.Is(err, semaphore.ErrLimitMismatch) {
-				return nil, fail(exitFailed, "semaphore %q: %v (--limit %d)", name, err, *limit)
+				return nil, limitMismatch(ctx, c, sem, name, *limit)
 			}
 			return h, err
-		})
+		},
+		busy: func(context.Context, *session.Session) string {
+			return "has no " + plural(int(*weight), "permit", "permits") + " free"
+		},
+	})
+}
+
+// limitMismatch is the usage error for a --limit that differs from the one
+// stored for semaphore name: the command line is wrong for this semaphore,
+// and running it again as it is cannot succeed.
+func limitMismatch(ctx context.Context, c *command, sem *semaphore.Semaphore, name string, limit int64) error {
+	stored := "the one stored in Redis"
+	if st, err := sem.Stats(ctx); err == nil && st.Limit > 0 {
+		stored = fmt.Sprintf("the limit %d stored in Redis", st.Limit)
+	}
+	return c.usageErr("--limit %d differs from %s for semaphore %q; every user of a semaphore must pass the same --limit",
+		limit, stored, name)
 }
 
 const electAbout = `Campaigns in election NAME and runs CMD while this process leads: one active
@@ -200,8 +256,9 @@ increasing across leaders) and LEASEHOLD_SESSION, runs in its own process
 group, and is handled as by 'leasehold lock' (see 'leasehold lock -h'): when
 leadership is lost it gets SIGTERM before anyone else can be elected, SIGKILL
 --kill-after later, and leasehold exits 75. When CMD exits, leasehold resigns
-(the next candidate leads at once) and exits with CMD's code. --wait 0 is not
-supported (an election has no try).
+(the next candidate leads at once) and exits with CMD's code. With --wait 0
+leasehold campaigns once without queueing: if another session leads, it
+exits 73 at once.
 `
 
 func cmdElect(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
@@ -214,9 +271,6 @@ func cmdElect(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
-	if f.wait.set && f.wait.d == 0 {
-		return c.usageErr("--wait 0 is not supported (an election has no try); give a duration")
-	}
 	if len(*value) > election.MaxValueLen {
 		return c.usageErr("--value longer than %d bytes", election.MaxValueLen)
 	}
@@ -224,10 +278,78 @@ func cmdElect(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 	if err != nil {
 		return err
 	}
-	return runHeld(ctx, g, o, f.wait, kill, "election", name, argv,
-		func(ctx context.Context, s *session.Session, _ bool) (*session.Hold, error) {
-			return election.New(s, name).Campaign(ctx, *value)
-		})
+	return runHeld(ctx, g, o, f.wait, kill, argv, target{
+		kind: "election", name: name,
+		acquire: func(ctx context.Context, s *session.Session, wait bool) (*session.Hold, error) {
+			if wait {
+				return election.New(s, name).Campaign(ctx, *value)
+			}
+			// A single campaign attempt that does not queue: the election
+			// package has no try (yet), the session's Claim has.
+			h, err := s.Claim(ctx, scripts.Resource{Kind: scripts.Election, Name: name, Value: *value}, false)
+			if errors.Is(err, scripts.ErrBusy) {
+				return nil, errBusy
+			}
+			return h, err
+		},
+		busy: func(context.Context, *session.Session) string { return "is led by another session" },
+	})
+}
+
+const poolAcquireAbout = `Claims a free member of pool NAME (the least recently released first) and
+runs CMD while holding it, with the member in LEASEHOLD_MEMBER. Waiters are
+served in arrival order. CMD also gets LEASEHOLD_NAME (the pool),
+LEASEHOLD_KIND (pool), LEASEHOLD_TOKEN (the fencing token of the claim) and
+LEASEHOLD_SESSION, runs in its own process group, and is handled as by
+'leasehold lock' (see 'leasehold lock -h'), with the same exit codes: when
+the member is lost -- the lease could not be renewed, or an operator removed
+it from the pool ('leasehold pool rm') -- CMD gets SIGTERM, SIGKILL
+--kill-after later, and leasehold exits 75. When CMD exits, the member is
+released (handed to the next waiter) and leasehold exits with CMD's code.
+Pools have no lock delay: a CMD that ignores SIGTERM may run up to
+--kill-after beside the member's next holder.
+
+With --wait 0, a pool without a free member (or without members: see 'leasehold
+pool add') gives exit 73 at once; otherwise leasehold waits, also for members
+added later.
+
+Exit codes: CMD's code; 73 not acquired (--wait); 75 lost while CMD ran;
+125 leasehold failed; 126/127 CMD not runnable/not found; 2 usage error.
+`
+
+// cmdPoolAcquire is 'leasehold pool acquire': args follow "acquire".
+func cmdPoolAcquire(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
+	c := newCommand(g, "pool acquire", "pool acquire [flags] NAME -- CMD [ARGS...]", poolAcquireAbout)
+	var f runFlags
+	f.register(c, false)
+	name, argv, err := parseRunner(c, args, stdout)
+	if err != nil {
+		return err
+	}
+	o, kill, err := f.options(c, g)
+	if err != nil {
+		return err
+	}
+	return runHeld(ctx, g, o, f.wait, kill, argv, target{
+		kind: "pool", name: name,
+		acquire: func(ctx context.Context, s *session.Session, wait bool) (*session.Hold, error) {
+			p := pool.New(s, name)
+			if wait {
+				return p.Acquire(ctx)
+			}
+			h, err := p.TryAcquire(ctx)
+			if errors.Is(err, pool.ErrExhausted) {
+				return nil, errBusy
+			}
+			return h, err
+		},
+		busy: func(ctx context.Context, s *session.Session) string {
+			if m, err := pool.New(s, name).Members(ctx); err == nil && len(m) == 0 {
+				return "has no members (see 'leasehold pool add')"
+			}
+			return "has no free member"
+		},
+	})
 }
 
 // parseRunner parses "NAME -- CMD [ARGS...]" with flags anywhere before "--".
@@ -244,7 +366,7 @@ func parseRunner(c *command, args []string, stdout io.Writer) (string, []string,
 	case !hasCmd || len(argv) == 0:
 		return "", nil, c.usageErr("no command: put it after \"--\"")
 	}
-	kind := map[string]string{"lock": "mutex", "sem": "semaphore", "elect": "election"}[c.name]
+	kind := map[string]string{"lock": "mutex", "sem": "semaphore", "elect": "election", "pool acquire": "pool"}[c.name]
 	if err := checkName(kind, pos[0]); err != nil {
 		return "", nil, err
 	}
@@ -255,9 +377,15 @@ func parseRunner(c *command, args []string, stdout io.Writer) (string, []string,
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTSTP}
 
-// runHeld opens a session, acquires the resource and runs argv under it.
+// graceReadTimeout bounds the read of the restart grace (see readGrace).
+const graceReadTimeout = 2 * time.Second
+
+// runHeld opens a session, acquires t and runs argv under it. Before a
+// blocking wait, and after a try that failed, it reads the namespace's
+// restart grace: while one is pending nothing can be granted, and the user
+// is told so (once) rather than that someone else holds t.
 func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuration, kill time.Duration,
-	kind, name string, argv []string, acquire acquireFunc) error {
+	argv []string, t target) error {
 	opt, err := clientOption(g.urls()...)
 	if err != nil {
 		return err
@@ -307,11 +435,18 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 	}
 	defer s.Close()
 
+	what := fmt.Sprintf("%s %q", t.kind, t.name)
+	block := !wait.set || wait.d > 0
+	if block {
+		if gr, ok := sessionGrace(wctx, s); ok && gr.pending() {
+			fmt.Fprintf(os.Stderr, "leasehold: %s: waiting: %v\n", what, gr)
+		}
+	}
 	actx, cancelA := wctx, context.CancelFunc(func() {})
 	if wait.set && wait.d > 0 {
 		actx, cancelA = context.WithTimeoutCause(wctx, wait.d, errWaited)
 	}
-	h, err := acquire(actx, s, !wait.set || wait.d > 0)
+	h, err := t.acquire(actx, s, block)
 	cancelA()
 	stopWatching()
 	if err != nil {
@@ -321,13 +456,36 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 			return err
 		case interruptedBy(wctx) != nil:
 			sig := interruptedBy(wctx)
-			return fail(128+int(sig.(syscall.Signal)), "interrupted by %v while waiting for %s %q", sig, kind, name)
+			return fail(128+int(sig.(syscall.Signal)), "interrupted by %v while waiting for %s", sig, what)
+		case !block:
+			// A try refused during a restart grace: say so rather than
+			// that someone holds it (whether the library reports the
+			// grace as busy, as today, or with an error of its own).
+			if gr, ok := sessionGrace(ctx, s); ok && gr.pending() {
+				return fail(exitNotAcquired, "%s not acquired (--wait 0): %v", what, gr)
+			}
+			if errors.Is(err, errBusy) {
+				return fail(exitNotAcquired, "%s %s (--wait 0)", what, t.busy(ctx, s))
+			}
 		case errors.Is(err, errWaited):
-			return fail(exitNotAcquired, "%s %q still not acquired after %v (--wait)", kind, name, wait.d)
+			if gr, ok := sessionGrace(ctx, s); ok && gr.pending() {
+				return fail(exitNotAcquired, "%s still not acquired after %v (--wait): %v", what, round(wait.d), gr)
+			}
+			return fail(exitNotAcquired, "%s still not acquired after %v (--wait)", what, round(wait.d))
 		}
-		return fail(exitFailed, "acquire %s %q: %v", kind, name, err)
+		return fail(exitFailed, "acquire %s: %v", what, err)
 	}
-	return supervise(s, held{kind: kind, name: name, h: h}, argv, kill, sigs)
+	return supervise(s, held{kind: t.kind, name: t.name, h: h}, argv, kill, sigs)
+}
+
+// sessionGrace reads the restart grace through s's client; ok is false when
+// it could not be read (the caller then says what it would have said
+// without a grace).
+func sessionGrace(ctx context.Context, s *session.Session) (grace, bool) {
+	ctx, cancel := context.WithTimeout(ctx, graceReadTimeout)
+	defer cancel()
+	gr, err := readGrace(ctx, s.Env())
+	return gr, err == nil
 }
 
 var errWaited = errors.New("--wait elapsed")
@@ -353,8 +511,9 @@ func unwrapExec(err error) error {
 }
 
 // supervise runs argv while hd is held: it signals CMD's process group when
-// the hold ends, passes on the signals leasehold gets, and returns CMD's
-// exit code, or exitLost.
+// the hold ends, passes on the signals leasehold gets, warns while the
+// lease is at risk (see leaseWatch), and returns CMD's exit code, or
+// exitLost.
 func supervise(s *session.Session, hd held, argv []string, kill time.Duration, sigs chan os.Signal) error {
 	h := hd.h
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -365,11 +524,14 @@ func supervise(s *session.Session, hd held, argv []string, kill time.Duration, s
 		"LEASEHOLD_TOKEN="+strconv.FormatInt(h.Token(), 10),
 		"LEASEHOLD_SESSION="+s.ID(),
 	)
+	if hd.kind == "pool" {
+		cmd.Env = append(cmd.Env, "LEASEHOLD_MEMBER="+h.Resource())
+	}
 	setProcAttr(cmd)
 	// Pdeathsig follows the thread that started CMD: keep it alive.
 	runtime.LockOSThread()
 	if h.Err() != nil {
-		return fail(exitLost, "lost %s %q before the command started: %v", hd.kind, hd.name, h.Err())
+		return fail(exitLost, "%s before the command started", lossText(hd, context.Cause(h.Context())))
 	}
 	if err := cmd.Start(); err != nil {
 		code := exitNotExec
@@ -381,6 +543,11 @@ func supervise(s *session.Session, hd held, argv []string, kill time.Duration, s
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
+	watch := &leaseWatch{deadline: s.Deadline, ttl: s.Options().TTL, what: hd.what(), w: os.Stderr}
+	risk := time.NewTimer(watch.check(time.Now()))
+	defer risk.Stop()
+	riskC := risk.C
+
 	var lost bool
 	var killTimer <-chan time.Time
 	var werr error
@@ -389,21 +556,23 @@ loop:
 		select {
 		case werr = <-waited:
 			break loop
+		case <-riskC:
+			risk.Reset(watch.check(time.Now()))
 		case <-h.Done():
 			if lost {
 				continue
 			}
-			lost = true
+			lost, riskC = true, nil
 			_ = signalGroup(cmd.Process, syscall.SIGTERM)
 			t := time.NewTimer(kill)
 			defer t.Stop()
 			killTimer = t.C
-			fmt.Fprintf(os.Stderr, "leasehold: lost %s %q (%v); sent SIGTERM to the command, SIGKILL in %v if it still runs\n",
-				hd.kind, hd.name, context.Cause(h.Context()), kill)
+			fmt.Fprintf(os.Stderr, "leasehold: %s; sent SIGTERM to the command, SIGKILL in %v if it still runs\n",
+				lossText(hd, context.Cause(h.Context())), round(kill))
 		case <-killTimer:
 			killTimer = nil
 			_ = signalGroup(cmd.Process, syscall.SIGKILL)
-			fmt.Fprintf(os.Stderr, "leasehold: the command still ran %v after SIGTERM; sent SIGKILL\n", kill)
+			fmt.Fprintf(os.Stderr, "leasehold: the command still ran %v after SIGTERM; sent SIGKILL\n", round(kill))
 		case sig := <-sigs:
 			if sig == syscall.SIGTSTP {
 				// A stopped leasehold could not signal CMD on a loss; and a
@@ -417,7 +586,7 @@ loop:
 	if !lost && h.Err() != nil && errors.Is(h.Err(), session.ErrLost) {
 		// Lost while CMD was exiting: its work may be incomplete.
 		lost = true
-		fmt.Fprintf(os.Stderr, "leasehold: lost %s %q (%v) as the command exited\n", hd.kind, hd.name, context.Cause(h.Context()))
+		fmt.Fprintf(os.Stderr, "leasehold: %s as the command exited\n", lossText(hd, context.Cause(h.Context())))
 	}
 	if lost {
 		_ = signalGroup(cmd.Process, syscall.SIGKILL) // whatever CMD left in its group
@@ -428,13 +597,102 @@ loop:
 	rerr := h.Release(rctx)
 	cancel()
 	if rerr != nil && errors.Is(rerr, session.ErrLost) {
-		fmt.Fprintf(os.Stderr, "leasehold: lost %s %q (%v) as the command exited\n", hd.kind, hd.name, rerr)
+		cause := context.Cause(h.Context())
+		if !errors.Is(cause, session.ErrLost) {
+			cause = rerr
+		}
+		fmt.Fprintf(os.Stderr, "leasehold: %s as the command exited\n", lossText(hd, cause))
 		return fail(exitLost, "")
 	}
 	if rerr != nil {
-		fmt.Fprintf(os.Stderr, "leasehold: warning: release %s %q: %v (it expires with the lease)\n", hd.kind, hd.name, rerr)
+		fmt.Fprintf(os.Stderr, "leasehold: warning: %s (it expires with the lease)\n", cleanCause(rerr))
 	}
 	return exitCode(cmd.ProcessState, werr)
+}
+
+// leaseWatch warns while CMD runs and the lease is at risk: no heartbeat
+// confirmed for half the TTL, i.e. less than TTL/2 left before the local
+// deadline (Redis down, paused or unreachable). It warns once per outage,
+// says when a heartbeat is confirmed again, and is driven by a timer: check
+// returns when to call it next.
+type leaseWatch struct {
+	deadline func() time.Time // the session's local deadline (Session.Deadline)
+	ttl      time.Duration
+	what     string // `mutex "m"`
+	w        io.Writer
+
+	atRisk bool
+	since  time.Time // when the warning was printed
+}
+
+func (lw *leaseWatch) check(now time.Time) time.Duration {
+	left := lw.deadline().Sub(now)
+	if left < lw.ttl/2 {
+		if !lw.atRisk {
+			lw.atRisk, lw.since = true, now
+			fmt.Fprintf(lw.w, "leasehold: warning: no heartbeat confirmed for %v (Redis unreachable, paused or slow): "+
+				"%s will be lost in %v unless Redis answers\n", round(lw.ttl-left), lw.what, round(max(left, 0)))
+		}
+		// Look again soon, to say when it is over.
+		return max(min(lw.ttl/20, max(left, 0)), 10*time.Millisecond)
+	}
+	if lw.atRisk {
+		lw.atRisk = false
+		fmt.Fprintf(lw.w, "leasehold: Redis answers again: heartbeat confirmed after %v at risk; %s is still held\n",
+			round(now.Sub(lw.since)), lw.what)
+	}
+	return left - lw.ttl/2
+}
+
+// lossText says in one clause why hold hd ended, from its cause, without
+// the library's nested prefixes: `mutex "m" was reset by an operator`,
+// `lost mutex "m": no heartbeat confirmed within the TTL (10s)`.
+//
+// The session reports a hold taken away from a live session (reset, pool
+// member removed) with an ErrLost whose text says "taken away"; which of
+// those it was follows from the kind of resource.
+func lossText(hd held, cause error) string {
+	msg := cleanCause(cause)
+	switch {
+	case errors.Is(cause, session.ErrLeaseLost) && msg == strings.TrimPrefix(session.ErrLeaseLost.Error(), "session: "):
+		return fmt.Sprintf("lost %s: lease lost", hd.what())
+	case errors.Is(cause, session.ErrLeaseLost):
+		return fmt.Sprintf("lost %s: lease lost, %s", hd.what(), msg)
+	case errors.Is(cause, session.ErrLost) && strings.Contains(msg, "taken away"):
+		switch hd.kind {
+		case "mutex":
+			return fmt.Sprintf("%s was reset by an operator", hd.what())
+		case "election":
+			return fmt.Sprintf("%s: this leader was forced out by an operator (reset)", hd.what())
+		case "pool":
+			return fmt.Sprintf("%s was removed from the pool", hd.what())
+		}
+		return fmt.Sprintf("%s was taken away", hd.what())
+	case errors.Is(cause, session.ErrLost) && strings.Contains(msg, "could not be reclaimed"):
+		return fmt.Sprintf("lost %s: Redis lost its data and the hold could not be reclaimed", hd.what())
+	}
+	return fmt.Sprintf("lost %s: %s", hd.what(), msg)
+}
+
+// cleanCause is err's text without the library's nesting: the innermost
+// "session: ..." error of a chain ("session: release mutex "m": session:
+// hold lost: ..."), without the sentinel prefixes "session: lease lost: ",
+// "session: hold lost: " and "session: ".
+func cleanCause(err error) string {
+	if err == nil {
+		return "unknown cause"
+	}
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": session: "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	for _, p := range []string{session.ErrLeaseLost.Error() + ": ", session.ErrLost.Error() + ": ", "session: "} {
+		if rest, ok := strings.CutPrefix(msg, p); ok && rest != "" {
+			msg = rest
+			break
+		}
+	}
+	return msg
 }
 
 // exitCode turns CMD's end into leasehold's exit: its code, or 128+signal.

@@ -11,4 +11,6 @@ func cmdLock(context.Context, *globals, []string, io.Writer) error  { return err
 func cmdSem(context.Context, *globals, []string, io.Writer) error   { return errNoUnix }
 func cmdElect(context.Context, *globals, []string, io.Writer) error { return errNoUnix }
 
-var errNoUnix = fail(exitFailed, "lock, sem and elect need a Unix system (process groups and signals)")
+func cmdPoolAcquire(context.Context, *globals, []string, io.Writer) error { return errNoUnix }
+
+var errNoUnix = fail(exitFailed, "lock, sem, elect and pool acquire need a Unix system (process groups and signals)")

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -19,13 +20,15 @@ import (
 // Status is what `leasehold status --json` prints. Durations are in
 // milliseconds; remaining_ms is the holder lease's TTL left on the server.
 type Status struct {
-	Namespace  string            `json:"namespace"`
-	Cluster    *ClusterStatus    `json:"cluster,omitempty"` // Redis Cluster only
-	Sessions   []SessionStatus   `json:"sessions"`
-	Mutexes    []MutexStatus     `json:"mutexes"`
-	Semaphores []SemaphoreStatus `json:"semaphores"`
-	Pools      []PoolStatus      `json:"pools"`
-	Elections  []ElectionStatus  `json:"elections"`
+	Namespace    string            `json:"namespace"`
+	Cluster      *ClusterStatus    `json:"cluster,omitempty"`       // Redis Cluster only
+	RestartGrace *GraceStatus      `json:"restart_grace,omitempty"` // only while one is pending
+	EpochMissing bool              `json:"epoch_missing,omitempty"` // the next session starts a restart grace
+	Sessions     []SessionStatus   `json:"sessions"`
+	Mutexes      []MutexStatus     `json:"mutexes"`
+	Semaphores   []SemaphoreStatus `json:"semaphores"`
+	Pools        []PoolStatus      `json:"pools"`
+	Elections    []ElectionStatus  `json:"elections"`
 }
 
 // ClusterStatus says where the namespace lives on a Redis Cluster.
@@ -35,13 +38,46 @@ type ClusterStatus struct {
 	Masters []string `json:"masters"` // every master, all scanned for the namespace's keys
 }
 
+// GraceStatus is a pending restart grace: after Redis lost its data,
+// nothing is granted for left_ms more.
+type GraceStatus struct {
+	LeftMs        int64 `json:"left_ms"`
+	RedisUptimeMs int64 `json:"redis_uptime_ms"` // -1 when INFO is refused
+}
+
 // SessionStatus is one live session (lease).
 type SessionStatus struct {
-	ID          string   `json:"id"`
-	Owner       string   `json:"owner"`
-	TTLMs       int64    `json:"ttl_ms"`       // the session's configured TTL
-	RemainingMs int64    `json:"remaining_ms"` // lease TTL left on the server
-	Holds       []string `json:"holds"`        // e.g. `mutex "deploy"`, `pool "shards" member "s1"`
+	ID          string       `json:"id"`
+	Owner       string       `json:"owner"`
+	TTLMs       int64        `json:"ttl_ms"`       // the session's configured TTL
+	RemainingMs int64        `json:"remaining_ms"` // lease TTL left on the server
+	Holds       []HoldStatus `json:"holds"`
+}
+
+// HoldStatus is one hold of a session.
+type HoldStatus struct {
+	Kind        string `json:"kind"` // "mutex", "semaphore", "pool", "election"
+	Name        string `json:"name"`
+	Member      string `json:"member,omitempty"`  // pool: the member held
+	Permits     int64  `json:"permits,omitempty"` // semaphore: the permits held
+	Value       string `json:"value,omitempty"`   // election: the leader's value
+	Token       int64  `json:"token"`             // fencing token (election: term)
+	Session     string `json:"session"`           // the holder session's id
+	Hold        string `json:"hold"`              // the hold id
+	Owner       string `json:"owner"`
+	RemainingMs int64  `json:"remaining_ms"` // the holder lease's TTL left on the server
+}
+
+// String is the hold as status's text output shows it, names quoted:
+// `mutex "deploy"`, `semaphore "api" (2)`, `pool "shards" member "s1"`.
+func (h HoldStatus) String() string {
+	switch h.Kind {
+	case "semaphore":
+		return fmt.Sprintf("%s %q (%d)", h.Kind, h.Name, h.Permits)
+	case "pool":
+		return fmt.Sprintf("%s %q member %q", h.Kind, h.Name, h.Member)
+	}
+	return fmt.Sprintf("%s %q", h.Kind, h.Name)
 }
 
 // HolderStatus is the holder of a mutex, pool member or election.
@@ -102,8 +138,16 @@ type ElectionStatus struct {
 const statusAbout = `Shows the live sessions of the namespace, and every mutex, semaphore, pool and
 election with its holders (session, owner, fencing token, lease time left) and
 waiters. It reads Redis with SCAN and read-only scripts and opens no session.
-A resource whose holder's lease is gone is shown free. --json prints the same
-as one JSON object (durations in milliseconds).
+A resource whose holder's lease is gone is shown free. While a restart grace
+is pending (Redis lost its data: nothing is granted for up to a TTL after it
+started), a line says so and for how long. --json prints the same as one JSON
+object (durations in milliseconds; every hold of a session as an object with
+kind, name, member, permits, value, token, session, hold, owner and
+remaining_ms).
+
+Names, owners, values and session ids that hold spaces, control characters
+or invalid UTF-8 are printed quoted, with Go escapes ("a\nb", "\xff"), so
+that each row stays one line; JSON carries them as they are.
 
 On Redis Cluster it also shows the namespace's hash slot and the master that
 serves it, and it scans every master for the namespace's keys (replicas are
@@ -149,11 +193,26 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 		}
 		st.Cluster = cs
 	}
+	gr, err := readGrace(ctx, e)
+	if err != nil {
+		return nil, fmt.Errorf("restart grace: %w", err)
+	}
+	st.EpochMissing = gr.missing
+	if gr.pending() {
+		st.RestartGrace = &GraceStatus{LeftMs: gr.left.Milliseconds(), RedisUptimeMs: -1}
+		if gr.uptime >= 0 {
+			st.RestartGrace.RedisUptimeMs = gr.uptime.Milliseconds()
+		}
+	}
 	sessions, err := readSessions(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	holds := map[string][]string{} // session id -> what it holds
+	holds := map[string][]HoldStatus{} // session id -> what it holds
+	hold := func(kind, name string, h *HolderStatus) HoldStatus {
+		return HoldStatus{Kind: kind, Name: name, Token: h.Token, Session: h.Session, Hold: h.Hold,
+			Owner: h.Owner, RemainingMs: h.RemainingMs}
+	}
 	holder := func(hid, owner string, token int64) *HolderStatus {
 		h := &HolderStatus{Session: sidOf(hid), Hold: hid, Owner: owner, Token: token}
 		if s, ok := sessions[h.Session]; ok {
@@ -178,7 +237,7 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 		if in.HoldID != "" {
 			m.Holder = holder(in.HoldID, in.Owner, in.Token)
 			m.Holder.RemainingMs = in.TTL.Milliseconds()
-			holds[m.Holder.Session] = append(holds[m.Holder.Session], fmt.Sprintf("mutex %q", name))
+			holds[m.Holder.Session] = append(holds[m.Holder.Session], hold("mutex", name, m.Holder))
 		}
 		st.Mutexes = append(st.Mutexes, m)
 	}
@@ -198,7 +257,9 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 			hs.RemainingMs = h.TTL.Milliseconds()
 			s.Holders = append(s.Holders, SemaphoreHolderStatus{HolderStatus: *hs, Permits: h.N})
 			s.InUse += h.N
-			holds[hs.Session] = append(holds[hs.Session], fmt.Sprintf("semaphore %q (%d)", name, h.N))
+			hd := hold("semaphore", name, hs)
+			hd.Permits = h.N
+			holds[hs.Session] = append(holds[hs.Session], hd)
 		}
 		st.Semaphores = append(st.Semaphores, s)
 	}
@@ -213,7 +274,9 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 			return nil, fmt.Errorf("pool %q: %w", name, err)
 		}
 		for _, h := range p.Held {
-			holds[h.Session] = append(holds[h.Session], fmt.Sprintf("pool %q member %q", name, h.Key))
+			hd := hold("pool", name, &h.HolderStatus)
+			hd.Member = h.Key
+			holds[h.Session] = append(holds[h.Session], hd)
 		}
 		st.Pools = append(st.Pools, p)
 	}
@@ -232,7 +295,9 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 			el.Leader = holder(l.HoldID, "", l.Term)
 			el.Leader.RemainingMs = l.TTL.Milliseconds()
 			el.Value = l.Value
-			holds[el.Leader.Session] = append(holds[el.Leader.Session], fmt.Sprintf("election %q", name))
+			hd := hold("election", name, el.Leader)
+			hd.Value = l.Value
+			holds[el.Leader.Session] = append(holds[el.Leader.Session], hd)
 		}
 		if el.Candidates, err = liveQueued(ctx, e, e.K.Queue(scripts.Election, name), sessions); err != nil {
 			return nil, fmt.Errorf("election %q: %w", name, err)
@@ -244,7 +309,7 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 		s := sessions[id]
 		s.Holds = holds[id]
 		if s.Holds == nil {
-			s.Holds = []string{}
+			s.Holds = []HoldStatus{}
 		}
 		st.Sessions = append(st.Sessions, *s)
 	}
@@ -286,11 +351,11 @@ func readSessions(ctx context.Context, e scripts.Env) (map[string]*SessionStatus
 		for j, id := range part {
 			f, err := res[2*j].ToArray()
 			if err != nil {
-				return nil, fmt.Errorf("session %s: %w", id, err)
+				return nil, fmt.Errorf("session %s: %w", esc(id), err)
 			}
 			pttl, err := res[2*j+1].AsInt64()
 			if err != nil {
-				return nil, fmt.Errorf("session %s: %w", id, err)
+				return nil, fmt.Errorf("session %s: %w", esc(id), err)
 			}
 			if pttl <= 0 || len(f) != 2 {
 				continue // expired meanwhile
@@ -341,13 +406,23 @@ func printStatus(w io.Writer, st *Status) {
 		p("Redis Cluster: slot %d, %s; %s scanned: %s", cs.Slot, where,
 			plural(len(cs.Masters), "master", "masters"), strings.Join(cs.Masters, ", "))
 	}
+	if g := st.RestartGrace; g != nil {
+		p("%v", grace{left: time.Duration(g.LeftMs) * time.Millisecond, uptime: time.Duration(g.RedisUptimeMs) * time.Millisecond})
+	}
+	if st.EpochMissing {
+		p("%v", grace{missing: true})
+	}
 	p("")
 	p("SESSIONS\tOWNER\tTTL\tLEFT\tHOLDS")
 	if len(st.Sessions) == 0 {
 		p("(none)\t\t\t\t")
 	}
 	for _, s := range st.Sessions {
-		p("%s\t%s\t%s\t%s\t%s", s.ID, s.Owner, msHuman(s.TTLMs), msHuman(s.RemainingMs), orDash(strings.Join(s.Holds, ", ")))
+		hs := make([]string, len(s.Holds))
+		for i, h := range s.Holds {
+			hs[i] = h.String()
+		}
+		p("%s\t%s\t%s\t%s\t%s", esc(s.ID), cell(s.Owner), msHuman(s.TTLMs), msHuman(s.RemainingMs), orDash(strings.Join(hs, ", ")))
 	}
 	p("")
 	p("MUTEXES\tHOLDER SESSION\tOWNER\tTOKEN\tLEFT\tWAITERS")
@@ -356,10 +431,10 @@ func printStatus(w io.Writer, st *Status) {
 	}
 	for _, m := range st.Mutexes {
 		if m.Holder == nil {
-			p("%s\t(free)\t-\t%d\t-\t%d", m.Name, m.LastToken, m.Waiters)
+			p("%s\t(free)\t-\t%d\t-\t%d", esc(m.Name), m.LastToken, m.Waiters)
 			continue
 		}
-		p("%s\t%s\t%s\t%d\t%s\t%d", m.Name, m.Holder.Session, m.Holder.Owner, m.Holder.Token, msHuman(m.Holder.RemainingMs), m.Waiters)
+		p("%s\t%s\t%s\t%d\t%s\t%d", esc(m.Name), esc(m.Holder.Session), cell(m.Holder.Owner), m.Holder.Token, msHuman(m.Holder.RemainingMs), m.Waiters)
 	}
 	p("")
 	p("SEMAPHORES\tIN USE\tWAITERS\tHOLDERS (session owner permits token left)")
@@ -369,9 +444,9 @@ func printStatus(w io.Writer, st *Status) {
 	for _, s := range st.Semaphores {
 		var hs []string
 		for _, h := range s.Holders {
-			hs = append(hs, fmt.Sprintf("%s %s %d %d %s", h.Session, h.Owner, h.Permits, h.Token, msHuman(h.RemainingMs)))
+			hs = append(hs, fmt.Sprintf("%s %s %d %d %s", esc(h.Session), cell(h.Owner), h.Permits, h.Token, msHuman(h.RemainingMs)))
 		}
-		p("%s\t%d/%d\t%d\t%s", s.Name, s.InUse, s.Limit, s.Waiters, orDash(strings.Join(hs, "; ")))
+		p("%s\t%d/%d\t%d\t%s", esc(s.Name), s.InUse, s.Limit, s.Waiters, orDash(strings.Join(hs, "; ")))
 	}
 	p("")
 	p("POOLS\tMEMBERS\tFREE\tWAITERS\tHELD (key session owner token left)")
@@ -381,9 +456,9 @@ func printStatus(w io.Writer, st *Status) {
 	for _, pl := range st.Pools {
 		var hs []string
 		for _, h := range pl.Held {
-			hs = append(hs, fmt.Sprintf("%s %s %s %d %s", h.Key, h.Session, h.Owner, h.Token, msHuman(h.RemainingMs)))
+			hs = append(hs, fmt.Sprintf("%s %s %s %d %s", esc(h.Key), esc(h.Session), cell(h.Owner), h.Token, msHuman(h.RemainingMs)))
 		}
-		p("%s\t%d\t%d\t%d\t%s", pl.Name, len(pl.Members), len(pl.Free), pl.Waiters, orDash(strings.Join(hs, "; ")))
+		p("%s\t%d\t%d\t%d\t%s", esc(pl.Name), len(pl.Members), len(pl.Free), pl.Waiters, orDash(strings.Join(hs, "; ")))
 	}
 	p("")
 	p("ELECTIONS\tLEADER SESSION\tOWNER\tVALUE\tTERM\tLEFT\tCANDIDATES")
@@ -392,10 +467,10 @@ func printStatus(w io.Writer, st *Status) {
 	}
 	for _, e := range st.Elections {
 		if e.Leader == nil {
-			p("%s\t(nobody)\t-\t-\t-\t-\t%d", e.Name, e.Candidates)
+			p("%s\t(nobody)\t-\t-\t-\t-\t%d", esc(e.Name), e.Candidates)
 			continue
 		}
-		p("%s\t%s\t%s\t%s\t%d\t%s\t%d", e.Name, e.Leader.Session, e.Leader.Owner, orDash(e.Value), e.Leader.Token, msHuman(e.Leader.RemainingMs), e.Candidates)
+		p("%s\t%s\t%s\t%s\t%d\t%s\t%d", esc(e.Name), esc(e.Leader.Session), cell(e.Leader.Owner), cell(e.Value), e.Leader.Token, msHuman(e.Leader.RemainingMs), e.Candidates)
 	}
 }
 

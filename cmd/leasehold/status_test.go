@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestPrintStatusCluster: on a single server status prints what it always
@@ -62,5 +63,110 @@ ELECTIONS  LEADER SESSION  OWNER  VALUE  TERM  LEFT  CANDIDATES
 				t.Errorf("JSON %s, want cluster part %q", got, tc.wantJSON)
 			}
 		})
+	}
+}
+
+// TestPrintStatusGrace: a pending restart grace, or a missing epoch
+// marker, is one line after the namespace.
+func TestPrintStatusGrace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		st   Status
+		want string // the line after the namespace's
+	}{
+		{"grace", Status{RestartGrace: &GraceStatus{LeftMs: 7000, RedisUptimeMs: 3200}},
+			"Redis lost its data 3.2s ago: grants resume in 7s (restart grace)"},
+		{"grace, uptime unknown", Status{RestartGrace: &GraceStatus{LeftMs: 650, RedisUptimeMs: -1}},
+			"Redis lost its data: grants resume in 650ms (restart grace)"},
+		{"marker missing", Status{EpochMissing: true},
+			"the epoch marker is missing (Redis lost its data, or nothing used the namespace yet): the next session starts the restart grace"},
+		{"none", Status{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.st.Namespace = "ns"
+			var b strings.Builder
+			printStatus(&b, &tc.st)
+			lines := strings.Split(b.String(), "\n")
+			if lines[0] != `namespace "ns"` || lines[1] != tc.want {
+				t.Errorf("first lines %q, want the namespace's then %q", lines[:2], tc.want)
+			}
+		})
+	}
+}
+
+// TestStatusEscapesRedis: names, owners and values with control characters
+// and invalid UTF-8 written to Redis directly (as old data may hold them)
+// are printed escaped by status, pool ls, pool stats and reset, one row
+// each; status --json carries them.
+func TestStatusEscapesRedis(t *testing.T) {
+	t.Parallel()
+	srv, url, ns := server(t)
+	p := "{" + ns + "}:"
+	const sid = "00c0ffee00c0ffee"
+	for _, cmd := range [][]string{
+		{"HSET", p + "s:" + sid, "owner", "own\ter\xff", "ttl", "10000", "ld", "0", "g", "0"},
+		{"PEXPIRE", p + "s:" + sid, "60000"},
+		{"HSET", p + "m:a\nb", "hid", sid + ".1", "tok", "7"},
+		{"HSET", p + "m:\xff\xfe", "tok", "3"},
+		{"HSET", p + "el:e\x1b[31m", "hid", sid + ".2", "tok", "9", "val", "v\nw"},
+		{"ZADD", p + "pool:p\tq:f", "0", "m\xffx"},
+	} {
+		if err := srv.Do(t, cmd...).Error(); err != nil {
+			t.Fatalf("%q: %v", cmd, err)
+		}
+	}
+	clean := func(what, out string) {
+		t.Helper()
+		if !utf8.ValidString(out) || strings.ContainsAny(out, "\t\xff\x1b\r") {
+			t.Errorf("%s: raw bytes in the output:\n%q", what, out)
+		}
+	}
+
+	stdout, stderr, code := cli(t, url, "status", "--namespace", ns)
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, stderr)
+	}
+	clean("status", stdout)
+	for _, want := range []string{
+		"\n" + sid + `  "own\ter\xff"  10s`,
+		`  mutex "a\nb", election "e\x1b[31m"` + "\n",
+		"\nMUTEXES     HOLDER SESSION    OWNER          TOKEN  LEFT  WAITERS\n" +
+			`"a\nb"      ` + sid + `  "own\ter\xff"  7 `,
+		"\n" + `"\xff\xfe"  (free)            -              3      -     0` + "\n\n",
+		"\n" + `"p\tq"  1        1     0        -` + "\n",
+		"\n" + `"e\x1b[31m"  ` + sid + `  "own\ter\xff"  "v\nw"  9 `,
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, stdout)
+		}
+	}
+
+	stdout, _, code = cli(t, url, "status", "--namespace", ns, "--json")
+	var st Status
+	if err := json.Unmarshal([]byte(stdout), &st); code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v", code, err)
+	}
+	if len(st.Mutexes) != 2 || st.Mutexes[0].Name != "a\nb" || len(st.Sessions) != 1 || len(st.Sessions[0].Holds) != 2 ||
+		st.Sessions[0].Holds[0] != (HoldStatus{Kind: "mutex", Name: "a\nb", Token: 7, Session: sid, Hold: sid + ".1",
+			Owner: "own\ter\ufffd", RemainingMs: st.Sessions[0].Holds[0].RemainingMs}) {
+		t.Errorf("status --json: %+v", st)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pool", "ls", "p\tq"}, `"m\xffx"` + "\n"},
+		{[]string{"pool", "stats", "p\tq"}, "pool \"p\\tq\": 1 members, 0 held, 1 free, 0 waiting\n" +
+			"KEY       HOLDER SESSION  OWNER  TOKEN  LEFT\n" +
+			`"m\xffx"  (free)          -      -      -` + "\n"},
+		{[]string{"reset", "--all"}, `would reset mutex "a\nb": held by session ` + sid + ` (owner "own\ter\xff", token 7, lease `},
+	} {
+		stdout, stderr, _ := cli(t, url, append([]string{"--namespace", ns}, tc.args...)...)
+		clean(tc.args[0], stdout+stderr)
+		if !strings.Contains(stdout, tc.want) {
+			t.Errorf("%q: stdout %q, want %q", tc.args, stdout, tc.want)
+		}
 	}
 }
