@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/session"
 )
@@ -83,7 +84,7 @@ func (p *Pool) change(ctx context.Context, op string, keys []string) error {
 			return fmt.Errorf("pool %q: %s key %q: %w", p.name, op, k, err)
 		}
 	}
-	if _, _, err := p.s.Env().PoolChange(ctx, p.name, op, keys); err != nil {
+	if _, _, err := hook.Env(p.s).PoolChange(ctx, p.name, op, keys); err != nil {
 		return fmt.Errorf("pool %q: %s: %w", p.name, op, err)
 	}
 	return nil
@@ -128,7 +129,7 @@ func (p *Pool) claim(ctx context.Context, key string, wait bool) (*session.Hold,
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	return p.s.Claim(ctx, scripts.Resource{Kind: scripts.Pool, Name: p.name, Key: key}, wait)
+	return hook.Claim(ctx, p.s, scripts.Resource{Kind: scripts.Pool, Name: p.name, Key: key}, wait)
 }
 
 // Holder is the holder of one member.
@@ -154,7 +155,7 @@ func (p *Pool) Stats(ctx context.Context) (Stats, error) {
 	if err := p.check(); err != nil {
 		return Stats{}, err
 	}
-	st, err := p.s.Env().PoolStats(ctx, p.name)
+	st, err := hook.Env(p.s).PoolStats(ctx, p.name)
 	if err != nil {
 		return Stats{}, fmt.Errorf("pool %q: stats: %w", p.name, err)
 	}

@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/session"
 )
@@ -95,7 +96,7 @@ func (sem *Semaphore) claim(ctx context.Context, n int64, wait bool) (*session.H
 	if n <= 0 || n > limit {
 		return nil, fmt.Errorf("semaphore %q: n=%d, limit=%d: %w", sem.name, n, limit, ErrInvalidWeight)
 	}
-	return sem.s.Claim(ctx, scripts.Resource{Kind: scripts.Semaphore, Name: sem.name, N: n, Limit: limit}, wait)
+	return hook.Claim(ctx, sem.s, scripts.Resource{Kind: scripts.Semaphore, Name: sem.name, N: n, Limit: limit}, wait)
 }
 
 // SetLimit stores a new limit in Redis, for every client of the semaphore,
@@ -106,7 +107,7 @@ func (sem *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if err := sem.check(limit); err != nil {
 		return err
 	}
-	if _, err := sem.s.Env().SemaphoreSetLimit(ctx, sem.name, limit); err != nil {
+	if _, err := hook.Env(sem.s).SemaphoreSetLimit(ctx, sem.name, limit); err != nil {
 		return fmt.Errorf("semaphore %q: set limit: %w", sem.name, err)
 	}
 	sem.limit.Store(limit)
@@ -138,7 +139,7 @@ func (sem *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	if err := sem.s.Err(); err != nil {
 		return Stats{}, err
 	}
-	st, err := sem.s.Env().SemaphoreStats(ctx, sem.name)
+	st, err := hook.Env(sem.s).SemaphoreStats(ctx, sem.name)
 	if err != nil {
 		return Stats{}, fmt.Errorf("semaphore %q: stats: %w", sem.name, err)
 	}

@@ -1,4 +1,4 @@
-package session
+package lease
 
 import (
 	"context"
@@ -10,17 +10,8 @@ import (
 	"github.com/leasehold/leasehold/internal/scripts"
 )
 
-// Hold is something a session holds: a mutex, permits of a semaphore, a key
-// of a pool, leadership of an election. Its context is canceled when the hold
-// ends, and always before anyone else can be granted the same resource:
-// on Release, on Close, when the hold is taken away (ErrLost) and when the
-// session's lease can no longer be proven alive (ErrLeaseLost).
-//
-// An application must be ready for the hold to end at any moment: watch
-// Context (or Done) and stop acting on the resource when it is canceled, and
-// pass Token to anything that can reject stale writers.
-//
-// A Hold is safe for concurrent use.
+// Hold is the state behind a session.Hold, allocated inside it (see
+// Public). Its exported methods are documented on session.Hold.
 type Hold struct {
 	s        *Session
 	res      scripts.Resource
@@ -29,6 +20,8 @@ type Hold struct {
 	token    int64
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
+
+	pub any // the public hold that wraps this one (see Public)
 
 	value atomic.Pointer[string] // election: the value last proclaimed, if any
 
@@ -41,7 +34,8 @@ type Hold struct {
 }
 
 func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64) *Hold {
-	h := &Hold{s: s, res: r, hid: hid, resource: resource, token: token}
+	h, pub := public.NewHold()
+	h.s, h.res, h.hid, h.resource, h.token, h.pub = s, r, hid, resource, token, pub
 	// Not a child of s.ctx: with every hold in s.ctx's children, concurrent
 	// grants and releases contend for its lock. The hold table ends the
 	// holds when the session ends (holdTable.endAll, called by the loop).
@@ -78,29 +72,22 @@ func (h *Hold) describe() string {
 	return fmt.Sprintf("%s %q", h.res.Kind, h.res.Name)
 }
 
-// Resource returns what is held: the mutex or election name, or the pool key
-// that was claimed.
+// Resource is session.Hold.Resource.
 func (h *Hold) Resource() string { return h.resource }
 
-// ID returns the hold id, unique across sessions: "<session id>.<n>".
-// Inspection tools show it.
+// ID is session.Hold.ID.
 func (h *Hold) ID() string { return h.hid }
 
-// Token returns the fencing token of the grant: strictly increasing per
-// resource across all holders.
+// Token is session.Hold.Token.
 func (h *Hold) Token() int64 { return h.token }
 
-// Context returns a context canceled when the hold ends; context.Cause tells
-// why (ErrReleased, ErrClosed, or an error matching ErrLost).
+// Context is session.Hold.Context.
 func (h *Hold) Context() context.Context { return h.ctx }
 
-// Done returns a channel closed when the hold ends.
+// Done is session.Hold.Done.
 func (h *Hold) Done() <-chan struct{} { return h.ctx.Done() }
 
-// Err returns nil while the hold is held, else why it ended. It reports the
-// loss as soon as the session's local deadline has passed, even if the timer
-// that cancels the context has not run yet (a loaded machine can delay it):
-// check Err right before acting on the resource.
+// Err is session.Hold.Err.
 func (h *Hold) Err() error {
 	if h.ctx.Err() != nil {
 		return context.Cause(h.ctx)
@@ -108,15 +95,7 @@ func (h *Hold) Err() error {
 	return h.s.pastDeadline()
 }
 
-// Release ends the hold: it cancels the hold's context, then frees the
-// resource in Redis, handing it to the next waiter. ctx bounds the call.
-//
-// Release is idempotent: once it succeeded, later calls return nil. If the
-// hold had ended before (taken away, or the lease lost), it returns an error
-// matching ErrLost and changes nothing in Redis. If Redis could not be
-// reached, it returns that error; the session keeps retrying the release in
-// the background until it succeeds or the session ends, and calling Release
-// again retries at once. A hold ended by Session.Close is released already.
+// Release is session.Hold.Release.
 func (h *Hold) Release(ctx context.Context) error {
 	if err := lockCtx(ctx, &h.mu); err != nil {
 		return fmt.Errorf("session: release %s: %w", h.describe(), err)
