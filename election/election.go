@@ -20,24 +20,13 @@ package election
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/session"
-)
-
-var (
-	// ErrNotLeader is returned by Proclaim when this Election does not lead.
-	ErrNotLeader = errors.New("election: not the leader")
-	// ErrNoLeader is returned by Leader when nobody leads.
-	ErrNoLeader = errors.New("election: no leader")
-	// ErrInvalidValue reports a value longer than MaxValueLen.
-	ErrInvalidValue = errors.New("election: value too long")
 )
 
 // MaxValueLen is the longest leader value accepted, in bytes.
@@ -154,7 +143,7 @@ func (e *Election) read(ctx context.Context) (Leader, time.Duration, error) {
 	if st.HoldID == "" {
 		return Leader{}, 0, nil
 	}
-	sid, _, _ := strings.Cut(st.HoldID, ".")
+	sid := scripts.SessionOf(st.HoldID)
 	return Leader{Value: st.Value, Session: sid, Token: st.Term}, st.TTL, nil
 }
 

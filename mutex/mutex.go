@@ -27,16 +27,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/session"
 )
-
-// ErrLocked is returned by TryLock when another hold has the mutex.
-var ErrLocked = errors.New("mutex: locked by another hold")
 
 // Mutex is a named mutex in a session's namespace. It starts no goroutines
 // and is safe for concurrent use; two Lock calls on the same Mutex (or on two
@@ -93,7 +89,7 @@ func (m *Mutex) Holder(ctx context.Context) (Holder, error) {
 	if err != nil {
 		return Holder{}, fmt.Errorf("mutex %q: %w", m.name, err)
 	}
-	sid, _, _ := strings.Cut(in.HoldID, ".")
+	sid := scripts.SessionOf(in.HoldID)
 	return Holder{Session: sid, Owner: in.Owner, Token: in.Token, TTL: in.TTL, Waiters: in.Waiters}, nil
 }
 

@@ -65,7 +65,7 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			return nil, err
 		case errors.Is(err, scripts.ErrNotReplicated):
 			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
-			return nil, fmt.Errorf("session: acquire %s %q: grant rolled back: %w", r.Kind, r.Name, err)
+			return nil, fmt.Errorf("session: acquire %s %q: grant rolled back: %w", r.Kind, r.Name, relabel(err))
 		case err != nil && (!wait || ctx.Err() != nil || s.usable() != nil):
 			// The attempt may have queued or granted hid: withdraw it.
 			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
@@ -97,7 +97,7 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			if n.token != 0 {
 				if err := s.confirm(ctx); err != nil {
 					s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
-					return nil, fmt.Errorf("session: acquire %s %q: hand-off rolled back: %w", r.Kind, r.Name, err)
+					return nil, fmt.Errorf("session: acquire %s %q: hand-off rolled back: %w", r.Kind, r.Name, relabel(err))
 				}
 				return s.addHold(r, hid, n.resource, n.token, start, true, uncertain)
 			}

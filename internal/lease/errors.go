@@ -30,8 +30,13 @@ var (
 
 	// ErrNotReplicated reports that fewer replicas than Options.ReplicaAck
 	// acknowledged a grant in time; the grant was rolled back.
-	ErrNotReplicated = scripts.ErrNotReplicated
+	ErrNotReplicated = errors.New("session: not acknowledged by enough replicas")
 )
+
+// relabel relabels the internal ErrNotReplicated as the session's own.
+func relabel(err error) error {
+	return scripts.Relabel(err, scripts.ErrNotReplicated, ErrNotReplicated)
+}
 
 type leaseLost struct{}
 

@@ -120,7 +120,7 @@ func (h *Hold) Release(ctx context.Context) error {
 	if err != nil {
 		h.unsure = true
 		h.s.post(func(l *loop) { l.release(pendingRelease{r: h.res, hid: h.hid}) })
-		return fmt.Errorf("session: release %s: %w", h.describe(), err)
+		return fmt.Errorf("session: release %s: %w", h.describe(), relabel(err))
 	}
 	h.released = true
 	if r == scripts.NotFound && !h.unsure {

@@ -67,7 +67,7 @@ type loop struct {
 
 type beatResult struct {
 	sent    time.Time
-	state   int // scripts.Renewed, Gone or Reclaimable
+	state   scripts.LeaseState
 	revoked []string
 	acked   []string
 	err     error
@@ -452,7 +452,7 @@ func (l *loop) shutdown() {
 	l.waitClosing(ctx)
 	if err != nil {
 		l.log.Warn("cleanup after session end failed; the lease will expire", "session", s.id, "err", err)
-		err = fmt.Errorf("session: close: %w", err)
+		err = fmt.Errorf("session: close: %w", relabel(err))
 	}
 	if l.closeErr != nil {
 		if context.Cause(s.ctx) != ErrClosed {

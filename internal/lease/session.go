@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -297,7 +296,7 @@ func (s *Session) Env() scripts.Env { return s.env }
 func (s *Session) Options() Options { return s.opt }
 
 func (s *Session) newHoldID() string {
-	return s.id + "." + strconv.FormatUint(s.nextHold.Add(1), 36)
+	return scripts.HoldID(s.id, s.nextHold.Add(1))
 }
 
 // post sends f to the loop without waiting for it to run. It reports false
