@@ -107,10 +107,10 @@ func newLoop(s *Session, sent time.Time) *loop {
 	l.backoff.InitialInterval = min(s.opt.Heartbeat/10, 50*time.Millisecond)
 	l.backoff.MaxInterval = s.opt.Heartbeat / 2
 	l.bg, l.stopBg = context.WithCancel(context.Background())
-	l.beatTimer = time.NewTimer(sent.Add(s.opt.Heartbeat).Sub(s.clk.Now()))
+	l.beatTimer = time.NewTimer(sent.Add(s.opt.Heartbeat).Sub(time.Now()))
 	l.cleanTimer = time.NewTimer(time.Hour)
 	l.cleanTimer.Stop()
-	l.deadlineTimer = time.NewTimer(l.deadline.Sub(s.clk.Now()))
+	l.deadlineTimer = time.NewTimer(l.deadline.Sub(time.Now()))
 	return l
 }
 
@@ -158,7 +158,7 @@ func (l *loop) beat() {
 	for id := range l.acks {
 		acked = append(acked, id)
 	}
-	sent := s.clk.Now()
+	sent := time.Now()
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
 	l.wg.Go(func() {
 		defer cancel()
@@ -174,7 +174,7 @@ func (l *loop) onBeat(r beatResult) {
 		s.met.heartbeat("error", 0)
 		wait := l.backoff.NextBackOff()
 		l.log.Warn("heartbeat failed; retrying", "session", s.id, "err", r.err,
-			"retry_in", wait, "deadline_in", l.deadline.Sub(s.clk.Now()))
+			"retry_in", wait, "deadline_in", l.deadline.Sub(time.Now()))
 		l.beatTimer.Reset(wait)
 		return
 	}
@@ -189,7 +189,7 @@ func (l *loop) onBeat(r beatResult) {
 		return
 	}
 	l.backoff.Reset()
-	now := s.clk.Now()
+	now := time.Now()
 	s.met.heartbeat("ok", now.Sub(r.sent))
 	l.confirmed(r.sent, now)
 	for _, id := range r.acked {
@@ -229,7 +229,7 @@ func (l *loop) reclaim() {
 		holds = append(holds, scripts.Held{R: h.reclaimed(), HoldID: h.hid, Token: h.token, Member: h.resource})
 	}
 	l.log.Warn("Redis lost its data; reclaiming the lease and holds", "session", s.id, "holds", len(holds))
-	sent := s.clk.Now()
+	sent := time.Now()
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
 	l.wg.Go(func() {
 		defer cancel()
@@ -252,7 +252,7 @@ func (l *loop) onReclaim(r reclaimResult) {
 		return
 	}
 	l.backoff.Reset()
-	now := s.clk.Now()
+	now := time.Now()
 	l.confirmed(r.sent, now)
 	for _, id := range r.lost {
 		s.holds.end(id, func(h *Hold) error {
@@ -268,7 +268,7 @@ func (l *loop) onReclaim(r reclaimResult) {
 // revoke ends hold id with ErrLost: the server says it was taken away.
 func (l *loop) revoke(id string) {
 	l.acks[id] = true
-	if h := l.s.holds.revoke(id, l.s.clk.Now()); h != nil {
+	if h := l.s.holds.revoke(id, time.Now()); h != nil {
 		l.log.Warn("hold lost", "session", l.s.id, "kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
 	}
 }
@@ -278,7 +278,7 @@ func takenAway(h *Hold) error {
 }
 
 func (l *loop) checkDeadline() {
-	now := l.s.clk.Now()
+	now := time.Now()
 	if now.Before(l.deadline) {
 		l.deadlineTimer.Reset(l.deadline.Sub(now))
 		return

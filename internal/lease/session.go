@@ -25,8 +25,7 @@ type Session struct {
 	env    scripts.Env
 	opt    Options
 	id     string
-	own    bool // Close closes env.C
-	clk    clock.Clock
+	own    bool      // Close closes env.C
 	base   time.Time // monotonic origin of deadline
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -121,7 +120,6 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Session, error) {
 }
 
 func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session, error) {
-	clk := clock.Real{}
 	met, err := newMetrics(o.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("session: metrics: %w", err)
@@ -142,7 +140,6 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		},
 		opt:    o,
 		own:    own,
-		clk:    clk,
 		reqs:   make(chan func(*loop), 64),
 		exited: make(chan struct{}),
 	}
@@ -166,12 +163,12 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 	}()
 	for range 3 { // a taken id is astronomically unlikely; retry anyway
 		s.id = newID()
-		sent := clk.Now()
+		sent := time.Now()
 		// A grant confirmed after its own deadline would be a lost session.
 		octx, cancel := context.WithDeadline(ctx, clock.Deadline(sent, o.TTL))
 		ok, err := s.env.OpenLease(octx, s.id, o.Owner, o.TTL, o.LockDelay)
 		cancel()
-		if err == nil && ok && !clk.Now().Before(clock.Deadline(sent, o.TTL)) {
+		if err == nil && ok && !time.Now().Before(clock.Deadline(sent, o.TTL)) {
 			err = errors.New("lease confirmed after its deadline")
 		}
 		if err != nil {
@@ -219,7 +216,7 @@ func (s *Session) Err() error {
 // pastDeadline returns ErrLeaseLost once the local deadline has passed: the
 // deadline timer is about to cancel everything.
 func (s *Session) pastDeadline() error {
-	if s.clk.Now().Before(s.Deadline()) {
+	if time.Now().Before(s.Deadline()) {
 		return nil
 	}
 	return fmt.Errorf("%w: the local deadline has passed", ErrLeaseLost)
