@@ -190,8 +190,8 @@ type notice struct {
 
 // waiters routes grant notifications to the goroutines waiting in Claim.
 type waiters struct {
-	mu sync.Mutex
-	m  map[string]chan notice
+	mu sync.Mutex             // guards m
+	m  map[string]chan notice // guarded by mu: buffer 1, by hold id
 }
 
 func (w *waiters) add(hid string) chan notice {

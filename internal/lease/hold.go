@@ -13,23 +13,25 @@ import (
 // Hold is the state behind a session.Hold, allocated inside it (see
 // Public). Its exported methods are documented on session.Hold.
 type Hold struct {
+	// Immutable after newHold.
 	s        *Session
 	res      scripts.Resource
 	hid      string
 	resource string
 	token    int64
 	ctx      context.Context
-	cancel   context.CancelCauseFunc
+	cancel   context.CancelCauseFunc // called by Release, the hold table and the loop; the first cause wins
+	pub      any                     // the public hold that wraps this one (see Public)
 
-	pub any // the public hold that wraps this one (see Public)
+	value atomic.Pointer[string] // election: the value last proclaimed, if any; any goroutine
 
-	value atomic.Pointer[string] // election: the value last proclaimed, if any
-
-	mu       sync.Mutex // serializes Release
-	released bool       // the server confirmed the release
-	unsure   bool       // a release attempt failed: it may have happened
+	mu       sync.Mutex // serializes Release; guards the three flags below
+	released bool       // guarded by mu: the server confirmed the release
+	// unsure, guarded by mu: a release attempt failed: it may have happened.
+	unsure bool
 	// uncertain: an acquire attempt for this hold id failed with an unknown
-	// outcome and may still arrive late: the release withdraws the id.
+	// outcome and may still arrive late: the release withdraws the id. Set
+	// before the hold is published (addHold), read under mu.
 	uncertain bool
 }
 

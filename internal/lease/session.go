@@ -21,44 +21,44 @@ import (
 // session.Session; the ones it has beyond them are for the primitives,
 // reached through internal/hook.
 type Session struct {
-	// Immutable after New.
-	env    scripts.Env
-	opt    Options
-	id     string
-	own    bool      // Close closes env.C
-	base   time.Time // monotonic origin of deadline
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	// Immutable after open.
+	env        scripts.Env             // immutable: the client, keys and script settings
+	opt        Options                 // immutable: with defaults
+	id         string                  // immutable
+	own        bool                    // immutable: Close closes env.C
+	base       time.Time               // immutable: monotonic origin of deadline
+	ctx        context.Context         // immutable; canceled by end (the loop)
+	cancel     context.CancelCauseFunc // immutable; called only by end (the loop)
+	ownChannel string                  // immutable: {ns}:n:<sid>
+	met        *metrics                // immutable; nil without Options.Metrics
+	reqs       chan func(*loop)        // immutable: requests to the loop goroutine
+	exited     chan struct{}           // immutable; closed by the loop goroutine when it returns
+	logq       *logQueue               // immutable: the loop's and the scripts' log records
 
-	ownChannel string   // {ns}:n:<sid>
-	met        *metrics // nil without Options.Metrics
+	// Written by the loop goroutine, read by anyone: atomics.
+	deadline atomic.Int64 // local lease deadline, ns since base
+	// ended is why the session ended, stored by the loop (end) before it
+	// ends any hold and cancels ctx: whoever sees a hold end for the
+	// session's end (lost, closed) finds Err already set.
+	ended   atomic.Pointer[error]
+	subOK   atomic.Bool                   // ownChannel subscribed (read by Claim's fast path)
+	recheck atomic.Pointer[chan struct{}] // swapped and closed by the loop when notifications may have been missed
 
-	reqs   chan func(*loop) // requests to the loop goroutine
-	exited chan struct{}    // closed by the loop goroutine when it returns
-	logq   *logQueue        // the loop's and the scripts' log records (see logQueue)
+	nextHold atomic.Uint64 // hold id counter; any goroutine (Claim)
 
-	deadline atomic.Int64 // local lease deadline, ns since base; written by the loop
-	// ended is why the session ended, stored by the loop before it ends any
-	// hold and cancels ctx: whoever sees a hold end for the session's end
-	// (lost, closed) finds Err already set.
-	ended    atomic.Pointer[error]
-	nextHold atomic.Uint64
+	holds    holdTable // guarded by holds.mu: grants and releases, and the loop
+	waiters  waiters   // guarded by waiters.mu: Claim adds and removes, rueidis' reader delivers
+	watchers watchers  // guarded by watchers.mu: Watch adds and removes, rueidis' reader delivers
 
-	subOK    atomic.Bool                   // ownChannel subscribed
-	recheck  atomic.Pointer[chan struct{}] // closed when notifications may have been missed
-	holds    holdTable
-	waiters  waiters
-	watchers watchers
+	goMu     sync.Mutex     // guards goClosed and the goWG.Go calls against Close's Wait
+	goClosed bool           // guarded by goMu: set by Close, no more Go
+	goWG     sync.WaitGroup // goroutines started by Go; waited for by Close
 
-	goMu     sync.Mutex
-	goClosed bool
+	dedMu sync.Mutex     // guards dedCh
+	dedCh chan dedicated // guarded by dedMu: the Dedicate in flight, if any (see dedicate)
 
-	dedMu sync.Mutex
-	dedCh chan dedicated // the Dedicate in flight, if any (see dedicate)
-	goWG  sync.WaitGroup // goroutines started by Go
-
-	closeOnce sync.Once
-	closeErr  error
+	closeOnce sync.Once // runs Close's body once
+	closeErr  error     // written inside closeOnce, read after it
 }
 
 // Dial is session.Dial.
