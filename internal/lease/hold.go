@@ -47,9 +47,8 @@ func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64)
 
 // SetValue records the election value a reclaim recreates for h after Redis
 // lost its data; election.Proclaim calls it before it sends the new value,
-// so that a reclaimed leader keeps its latest value, not its Campaign's. It
-// is for leasehold's own packages (its parameter type is internal, though an
-// untyped string constant converts to it); other kinds of hold ignore it.
+// so that a reclaimed leader keeps its latest value, not its Campaign's.
+// Other kinds of hold ignore it.
 // Concurrent Proclaims may record their values in another order than Redis
 // applied them, so a reclaim may bring back either.
 func (h *Hold) SetValue(v scripts.Value) {

@@ -149,7 +149,7 @@ type Resource struct {
 	Value string // election: the candidate's value
 }
 
-// Value is an election leader's value as session.Hold.SetValue takes it. A
+// Value is an election leader's value as lease.Hold.SetValue takes it. A
 // type of its own marks the method as leasehold's: users cannot name it (an
 // untyped string constant still converts to it).
 type Value string
