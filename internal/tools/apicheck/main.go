@@ -57,11 +57,16 @@ func main() {
 
 // check returns one line per exported identifier that mentions an internal type.
 func check(patterns, skips []string) ([]string, error) {
+	return checkPublic(patterns, func(path string) bool { return !isInternal(path) && !skipped(path, skips) })
+}
+
+// checkPublic checks the packages of patterns for which public is true.
+func checkPublic(patterns []string, public func(path string) bool) ([]string, error) {
 	exports, err := goList(append([]string{"-deps", "-export", "-f", "{{.ImportPath}} {{.Export}}"}, patterns...))
 	if err != nil {
 		return nil, err
 	}
-	public, err := goList(append([]string{"-f", "{{if ne .Name \"main\"}}{{.ImportPath}}{{end}}"}, patterns...))
+	paths, err := goList(append([]string{"-f", "{{if ne .Name \"main\"}}{{.ImportPath}}{{end}}"}, patterns...))
 	if err != nil {
 		return nil, err
 	}
@@ -79,8 +84,8 @@ func check(patterns, skips []string) ([]string, error) {
 		return os.Open(f)
 	})
 	var bad []string
-	for _, path := range public {
-		if path == "" || isInternal(path) || skipped(path, skips) {
+	for _, path := range paths {
+		if path == "" || !public(path) {
 			continue
 		}
 		pkg, err := imp.Import(path)
