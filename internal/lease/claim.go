@@ -64,11 +64,11 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			// grant and no queue entry for hid (they withdraw it if needed).
 			return nil, err
 		case errors.Is(err, scripts.ErrNotReplicated):
-			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
+			s.withdraw(r, hid)
 			return nil, fmt.Errorf("session: acquire %s %q: grant rolled back: %w", r.Kind, r.Name, relabel(err))
 		case err != nil && (!wait || ctx.Err() != nil || s.usable() != nil):
 			// The attempt may have queued or granted hid: withdraw it.
-			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
+			s.withdraw(r, hid)
 			if e := s.usable(); e != nil {
 				return nil, e
 			}
@@ -96,7 +96,7 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			t.Stop()
 			if n.token != 0 {
 				if err := s.confirm(ctx); err != nil {
-					s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
+					s.withdraw(r, hid)
 					return nil, fmt.Errorf("session: acquire %s %q: hand-off rolled back: %w", r.Kind, r.Name, relabel(err))
 				}
 				return s.addHold(r, hid, n.resource, n.token, start, true, uncertain)
@@ -106,13 +106,24 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
-			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
+			s.withdraw(r, hid)
 			return nil, context.Cause(ctx)
 		case <-s.ctx.Done():
 			t.Stop()
 			return nil, context.Cause(s.ctx)
 		}
 	}
+}
+
+// withdraw releases hid, or takes it out of r's queue, from the loop, which
+// retries until Redis confirms. The rule of Claim's exits: an exit after an
+// attempt that may have queued or granted hid (a grant it will not return,
+// a Redis error with an unknown outcome, ctx's end while queued) withdraws
+// it; the exits on a reply that leaves nothing for hid (busy without wait,
+// withdrawn, limit mismatch, not a member, lease gone) do not, nor does the
+// session's end (its lease is gone, so whatever hid left is dead).
+func (s *Session) withdraw(r scripts.Resource, hid string) {
+	s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
 }
 
 // attempt runs one acquire attempt; with wait, it first makes sure the
