@@ -18,17 +18,14 @@ func Lease(s *session.Session) *lease.Session { return lease.Of(s) }
 // Env returns what s's primitives need to run their scripts.
 func Env(s *session.Session) scripts.Env { return lease.Of(s).Env() }
 
-// Hold returns the public hold that wraps h.
-func Hold(h *lease.Hold) *session.Hold { return h.Public().(*session.Hold) }
-
 // Unwrap returns the hold behind h.
 func Unwrap(h *session.Hold) *lease.Hold { return lease.HoldOf(h) }
 
 // Claim asks s for r (see lease.Session.Claim) and returns the public hold.
 func Claim(ctx context.Context, s *session.Session, r scripts.Resource, wait bool) (*session.Hold, error) {
-	h, err := lease.Of(s).Claim(ctx, r, wait)
+	pub, err := lease.Of(s).ClaimPublic(ctx, r, wait)
 	if err != nil {
 		return nil, err
 	}
-	return Hold(h), nil
+	return pub.(*session.Hold), nil
 }

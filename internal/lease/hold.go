@@ -21,7 +21,6 @@ type Hold struct {
 	token    int64
 	ctx      context.Context
 	cancel   context.CancelCauseFunc // called by Release, the hold table and the loop; the first cause wins
-	pub      any                     // the public hold that wraps this one (see Public)
 
 	value atomic.Pointer[string] // election: the value last proclaimed, if any; any goroutine
 
@@ -35,14 +34,15 @@ type Hold struct {
 	uncertain bool
 }
 
-func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64) *Hold {
+// newHold returns a new hold and the public hold that wraps it.
+func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64) (*Hold, any) {
 	h, pub := public.NewHold()
-	h.s, h.res, h.hid, h.resource, h.token, h.pub = s, r, hid, resource, token, pub
+	h.s, h.res, h.hid, h.resource, h.token = s, r, hid, resource, token
 	// Not a child of s.ctx: with every hold in s.ctx's children, concurrent
 	// grants and releases contend for its lock. The hold table ends the
 	// holds when the session ends (holdTable.endAll, called by the loop).
 	h.ctx, h.cancel = context.WithCancelCause(context.Background())
-	return h
+	return h, pub
 }
 
 // SetValue records the election value a reclaim recreates for h after Redis

@@ -33,6 +33,3 @@ func Of(pub any) *Session { return public.Session(pub) }
 
 // HoldOf returns the Hold behind public hold pub.
 func HoldOf(pub any) *Hold { return public.Hold(pub) }
-
-// Public returns the public hold that wraps h.
-func (h *Hold) Public() any { return h.pub }
