@@ -71,7 +71,11 @@ type Options struct {
 }
 
 // MaxNameLen is the longest resource name accepted, in bytes.
-const MaxNameLen = lease.MaxNameLen
+const MaxNameLen = 1024
+
+// The lease checks names against the same bound: this constant does not
+// compile (a negative uint) unless the two are equal.
+const _ = uint(MaxNameLen-lease.MaxNameLen) + uint(lease.MaxNameLen-MaxNameLen)
 
 // withDefaults validates o and fills in defaults. Errors match ErrInvalidOptions.
 func (o Options) withDefaults() (Options, error) {
