@@ -55,7 +55,7 @@ type config struct {
 // the default TTL (10s).
 const restartGrace = 10 * time.Second
 
-var allScenarios = []string{"uncontended", "contended", "trylock", "heartbeat", "scale", "loss"}
+var allScenarios = []string{"uncontended", "contended", "trylock", "heartbeat", "scale", "loss", "memory"}
 
 func parseFlags() config {
 	var c config
@@ -180,6 +180,8 @@ func run(ctx context.Context, cfg config) int {
 			h.runScale(ctx)
 		case "loss":
 			h.runLoss(ctx)
+		case "memory":
+			h.runMemory(ctx)
 		}
 		h.logf("%s done in %v", s, time.Since(t).Round(100*time.Millisecond))
 	}

@@ -451,7 +451,7 @@ func BenchmarkLua(b *testing.B) {
 		e := newMicro(b)
 		hb := loadScript(b, "heartbeat.lua")
 		prefix, sid := luaFixture(b, e)
-		keys := []string{prefix + "s:" + sid, prefix + "r:" + sid}
+		keys := []string{prefix + "s:" + sid}
 		ctx := context.Background()
 		if v, err := hb.Exec(ctx, e.c, keys, []string{"60000", prefix}).ToArray(); err != nil || len(v) < 1 {
 			b.Skipf("heartbeat.lua contract changed: %v %v", v, err)

@@ -33,6 +33,7 @@ type results struct {
 	TryLock       []tryRow
 	Heartbeat     []hbRow
 	Scale         *scaleResult `json:",omitempty"`
+	Memory        *memResult   `json:",omitempty"`
 	Loss          []lossRow
 	Targets       []target
 	HarnessErrors []string
@@ -275,6 +276,7 @@ func (h *harness) targets() []target {
 	} else {
 		ts = append(ts, notMeasured("1,000 sessions x 10 holds: no lease lost", "scale scenario not run or failed"))
 	}
+	ts = append(ts, h.memoryTarget())
 
 	for _, l := range h.res.Loss {
 		if l.Contender != lh {
@@ -483,6 +485,8 @@ func (h *harness) markdown() string {
 		}
 		b.WriteString("\n")
 	}
+
+	h.memoryMarkdown(&b)
 
 	if s := h.res.Scale; s != nil {
 		fmt.Fprintf(&b, "## Scale (leasehold)\n\n")

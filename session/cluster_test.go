@@ -403,74 +403,98 @@ func TestClusterScriptFlush(t *testing.T) {
 
 // TestClusterSlotMigration: the namespace's slot moves to another master,
 // key by key, while one session holds the mutex and another keeps trying
-// it. Every call is retried while Redis answers TRYAGAIN or ASK, none is
-// granted to the second session, and the holder's hold outlives the move.
+// it. Grants and releases wait while Redis answers TRYAGAIN (every script
+// declares the migration probe); none is granted to the second session.
+// The heartbeat runs throughout (it declares only the lease), so the hold
+// outlives a move that lasts longer than the TTL.
 func TestClusterSlotMigration(t *testing.T) {
-	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
-	c := rc.Client(t)
-	m := lastMaster(t, rc)
-	ns := nsOn(t, rc, c, m)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	const ttl = 3 * time.Second
-	o := session.Options{Namespace: ns, TTL: ttl}
-	holder, other := openOn(t, c, o), openOn(t, c, o)
-	h, err := mutex.New(holder, "m").Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock: %v", err)
-	}
-	// More keys in the slot, so that the move takes a while.
-	for i := range 20 {
-		sem := semaphore.New(other, fmt.Sprintf("sem%d", i), 2)
-		p, err := sem.Acquire(ctx, 1)
-		if err != nil {
-			t.Fatalf("Acquire: %v", err)
-		}
-		defer p.Release(ctx)
-	}
-	var to *redistest.Server
-	for _, x := range rc.Masters(t) {
-		if x != m {
-			to = x
-		}
-	}
-	stop := make(chan struct{})
-	tried := make(chan int, 1)
-	go func() {
-		n := 0
-		defer func() { tried <- n }()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	for _, tc := range []struct {
+		name  string
+		pause time.Duration // between two keys moved
+	}{
+		{"fast", 0},
+		{"slower-than-the-TTL", 40 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := redistest.StartCluster(t, redistest.ClusterOptions{})
+			c := rc.Client(t)
+			m := lastMaster(t, rc)
+			ns := nsOn(t, rc, c, m)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			const ttl = time.Second
+			o := session.Options{Namespace: ns, TTL: ttl}
+			holder, other := openOn(t, c, o), openOn(t, c, o)
+			h, err := mutex.New(holder, "m").Lock(ctx)
+			if err != nil {
+				t.Fatalf("Lock: %v", err)
 			}
-			tctx, tcancel := context.WithTimeout(ctx, ttl)
-			g, err := mutex.New(other, "m").TryLock(tctx)
-			tcancel()
-			n++
-			if err == nil {
-				t.Errorf("mutex granted to a second session during the slot move (token %d)", g.Token())
-				_ = g.Release(ctx)
-			} else if !errors.Is(err, mutex.ErrLocked) {
-				t.Errorf("TryLock during the slot move = %v, want ErrLocked", err)
+			// More keys in the slot (a semaphore is two), so that the slow
+			// move takes well over the TTL.
+			for i := range 30 {
+				p, err := semaphore.New(other, fmt.Sprintf("sem%d", i), 2).Acquire(ctx, 1)
+				if err != nil {
+					t.Fatalf("Acquire: %v", err)
+				}
+				defer p.Release(ctx)
 			}
-		}
-	}()
-	rc.MigrateSlot(t, redistest.Slot("{"+ns+"}"), to, 20*time.Millisecond)
-	close(stop)
-	if n := <-tried; n == 0 {
-		t.Fatal("no TryLock ran during the move")
+			var to *redistest.Server
+			for _, x := range rc.Masters(t) {
+				if x != m {
+					to = x
+				}
+			}
+			stop := make(chan struct{})
+			tried := make(chan int, 1)
+			go func() {
+				n := 0
+				defer func() { tried <- n }()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					tctx, tcancel := context.WithTimeout(ctx, ttl/2)
+					g, err := mutex.New(other, "m").TryLock(tctx)
+					tcancel()
+					n++
+					switch {
+					case err == nil:
+						t.Errorf("mutex granted to a second session during the slot move (token %d)", g.Token())
+						_ = g.Release(ctx)
+					case !errors.Is(err, mutex.ErrLocked) && !errors.Is(err, context.DeadlineExceeded):
+						t.Errorf("TryLock during the slot move = %v, want ErrLocked, or its ctx's end while the slot moves", err)
+					}
+				}
+			}()
+			start := time.Now()
+			rc.MigrateSlot(t, redistest.Slot("{"+ns+"}"), to, tc.pause)
+			took := time.Since(start)
+			close(stop)
+			if n := <-tried; n == 0 {
+				t.Fatal("no TryLock ran during the move")
+			}
+			t.Logf("the move took %v (TTL %v)", took.Round(time.Millisecond), ttl)
+			if tc.pause > 0 && took < 2*ttl {
+				t.Fatalf("the slow move took %v, want over 2 x TTL (%v) for the test to mean something", took, 2*ttl)
+			}
+			for _, s := range []*session.Session{holder, other} {
+				if err := s.Err(); err != nil {
+					t.Fatalf("session lost across the slot move: %v", err)
+				}
+			}
+			if err := h.Err(); err != nil {
+				t.Fatalf("hold lost across the slot move: %v", err)
+			}
+			if err := h.Release(ctx); err != nil {
+				t.Fatalf("Release after the move: %v", err)
+			}
+			g, err := mutex.New(other, "m").TryLock(ctx)
+			if err != nil {
+				t.Fatalf("TryLock after release: %v", err)
+			}
+			_ = g.Release(ctx)
+		})
 	}
-	if err := h.Err(); err != nil {
-		t.Fatalf("hold lost across a slot move shorter than the TTL: %v", err)
-	}
-	if err := h.Release(ctx); err != nil {
-		t.Fatalf("Release after the move: %v", err)
-	}
-	g, err := mutex.New(other, "m").TryLock(ctx)
-	if err != nil {
-		t.Fatalf("TryLock after release: %v", err)
-	}
-	_ = g.Release(ctx)
 }

@@ -56,14 +56,13 @@ end
 
 -- revoke records that hold hid was taken away from its (live) session: the
 -- session's next heartbeat reports it, and a notification tells it at once.
+-- The record is field 'r' of the session's lease hash, "|<hid>" per hold:
+-- it lives exactly as long as the lease, and the heartbeat reads it from
+-- the one key it declares (see heartbeat.lua).
 local function revoke(p, sharded, hid)
-  local sid = sid_of(hid)
-  local lease = p .. 's:' .. sid
-  local ttl = redis.call('PTTL', lease)
-  if ttl > 0 then
-    local r = p .. 'r:' .. sid
-    redis.call('SADD', r, hid)
-    redis.call('PEXPIRE', r, ttl)
+  local lease = p .. 's:' .. sid_of(hid)
+  if redis.call('EXISTS', lease) == 1 then
+    redis.call('HSET', lease, 'r', (redis.call('HGET', lease, 'r') or '') .. '|' .. hid)
     notify(p, sharded, hid, 'r|' .. hid)
   end
 end
@@ -179,19 +178,57 @@ local function single_state(k)
   return {hid = v[1], tok = v[2], free = v[3], ld = v[4]}
 end
 
+-- Idle resources expire. A resource hash nobody holds or waits for is kept
+-- 'i' ms (twice the TTL of the session last granted it, stored at the grant)
+-- and then deleted by Redis: lock-per-entity names do not fill Redis. What
+-- it held was the last token, and a lock delay still running ('free'), which
+-- keeps it at least until then. Tokens stay increasing across the expiry: a
+-- new grant takes the server time in µs, which has moved on by far more than
+-- the grants of the last 'i' ms could have added (see next_token). Every
+-- grant removes the expiry (PERSIST) before the grant can matter.
+
+-- idle_ms returns how long an idle resource granted to a session with lease
+-- TTL ttl (ms, a string, or false) is kept: 2 * ttl, or 20 s when unknown.
+local function idle_ms(ttl)
+  return string.format('%.0f', 2 * tonumber(ttl or '10000'))
+end
+
+-- expire_idle lets idle resource hash k expire: after i ms (a string, or
+-- false when no grant recorded it: then k is kept), and not before free (the
+-- end of a lock delay, server ms, or false).
+local function expire_idle(k, i, free)
+  if not i then
+    return
+  end
+  local keep = tonumber(i)
+  if free then
+    keep = math.max(keep, tonumber(free) - now_ms())
+  end
+  redis.call('PEXPIRE', k, string.format('%.0f', keep))
+end
+
+-- single_idle lets single-holder resource hash k expire when nobody holds it
+-- and its waiter queue q is empty.
+local function single_idle(k, q)
+  local v = redis.call('HMGET', k, 'hid', 'i', 'free')
+  if not v[1] and redis.call('LLEN', q) == 0 then
+    expire_idle(k, v[2], v[3])
+  end
+end
+
 -- single_grant makes hid the holder of single-holder resource hash k and
--- returns its new token. last is the stored token and ld hid's session's lock
--- delay (ms), when the caller knows them (pass nil otherwise). The lock delay
--- is copied so that it still applies after that session's lease is gone.
-local function single_grant(p, k, hid, last, ld)
+-- returns its new token. last is the stored token when the caller knows it
+-- (pass nil otherwise). hid's session's lock delay (ms) is copied so that it
+-- still applies after that session's lease is gone, and its TTL sets how long
+-- the resource is kept once idle.
+local function single_grant(p, k, hid, last)
   if last == nil then
     last = redis.call('HGET', k, 'tok')
   end
-  if ld == nil then
-    ld = redis.call('HGET', p .. 's:' .. sid_of(hid), 'ld') or '0'
-  end
+  local l = redis.call('HMGET', p .. 's:' .. sid_of(hid), 'ld', 'ttl')
   local tok = math.max(tonumber(last or '0') + 1, now_us())
-  redis.call('HSET', k, 'hid', hid, 'tok', string.format('%.0f', tok), 'ld', ld)
+  redis.call('HSET', k, 'hid', hid, 'tok', string.format('%.0f', tok), 'ld', l[1] or '0', 'i', idle_ms(l[2]))
+  redis.call('PERSIST', k)
   return tok
 end
 

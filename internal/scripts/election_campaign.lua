@@ -42,5 +42,7 @@ if free then
 end
 if ARGV[3] == '1' then
   redis.call('HSET', c, hid, ARGV[6])
+elseif not st.hid then
+  single_idle(k, q) -- a lock delay or a grace: nobody leads, maybe nobody waits
 end
 return busy(q, hid, wait, ARGV[3])

@@ -51,5 +51,6 @@ local function el_handoff(p, k, q, c, sharded, name, ch)
   end
   redis.call('HDEL', k, 'val')
   el_announce(sharded, ch, 0, '', '')
+  single_idle(k, q)
   return nil
 end

@@ -17,6 +17,7 @@ if redis.call('HGET', k, 'hid') == hid then
 end
 redis.call('HDEL', c, hid)
 if redis.call('LREM', q, 0, hid) > 0 then
+  single_idle(k, q)
   return 2
 end
 return 0

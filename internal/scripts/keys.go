@@ -22,9 +22,6 @@ func (k Keys) Namespace() string {
 // Lease is the session lease hash {ns}:s:<sid>; its TTL is the session's.
 func (k Keys) Lease(sid string) string { return k.Prefix + "s:" + sid }
 
-// Revoked is the set {ns}:r:<sid> of hold ids taken away from a live session.
-func (k Keys) Revoked(sid string) string { return k.Prefix + "r:" + sid }
-
 // Channel is the pub/sub channel {ns}:n:<sid> on which a session hears that a
 // waiter was granted, or that a hold was taken away.
 func (k Keys) Channel(sid string) string { return k.Prefix + "n:" + sid }
@@ -39,7 +36,7 @@ func (k Keys) Queue(kind Kind, name string) string {
 
 // The key {ns}:migrating never exists: on Redis Cluster every script
 // declares it, so that Redis refuses scripts while the slot migrates (see
-// Script and probed).
+// Script.keysFor).
 
 // Epoch is the marker {ns}:epoch whose presence says the namespace's data is intact.
 func (k Keys) Epoch() string { return k.Prefix + "epoch" }

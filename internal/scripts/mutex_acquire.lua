@@ -18,14 +18,15 @@ local hid, m, q = ARGV[1], KEYS[1], KEYS[2]
 -- lease exists with no grace pending (g = "0", see check_caller) and hid is
 -- not withdrawn. Anything else takes the full path below, which reads
 -- everything again.
-local lease = redis.call('HMGET', KEYS[3], 'g', 'x:' .. hid)
+local lease = redis.call('HMGET', KEYS[3], 'g', 'x:' .. hid, 'ttl')
 if lease[1] == '0' and not lease[2] then
   local st = redis.call('HMGET', m, 'hid', 'free', 'tok')
   local holder = st[1]
   if not holder and not st[2] and st[3] and redis.call('LLEN', q) == 0 then
     -- Free, with a token, no lock delay running, nobody waiting: grant.
     local tok, n = new_token(st[3])
-    redis.call('HSET', m, 'hid', hid, 'tok', tok, 'ld', string.sub(ARGV[2], 3))
+    redis.call('HSET', m, 'hid', hid, 'tok', tok, 'ld', string.sub(ARGV[2], 3), 'i', 2 * lease[3])
+    redis.call('PERSIST', m) -- it expires while idle (see common.lua)
     return {1, n}
   end
   if holder and holder ~= hid then
@@ -50,7 +51,7 @@ end
 
 --@helpers
 local p = prefix_of(m)
-local queue, sharded, ld = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2), string.sub(ARGV[2], 3)
+local queue, sharded = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
 local name = string.sub(m, #p + 3)
 local stop, grace = check_caller(p, hid)
 if stop then
@@ -70,9 +71,11 @@ if free then
     if nxt then
       redis.call('LPOP', q)
     end
-    return {1, single_grant(p, m, hid, st.tok, ld)}
+    return {1, single_grant(p, m, hid, st.tok)}
   end
   single_handoff(p, m, q, sharded, name)
   wait = lease_pttl(p, nxt)
+elseif queue ~= '1' and not st.hid then
+  single_idle(m, q) -- a lock delay or a grace: nobody holds it, maybe nobody waits
 end
 return busy(q, hid, wait, queue)

@@ -13,9 +13,13 @@ local withdrawing = string.sub(ARGV[2], 2, 2) == '1'
 -- Fast paths, before the helpers exist (see scripts.go): a plain release
 -- with nobody waiting, or with a live first waiter to hand over to.
 local released = false
-if not withdrawing and redis.call('HGET', m, 'hid') == hid then
+local held = not withdrawing and redis.call('HMGET', m, 'hid', 'i')
+if held and held[1] == hid then
   redis.call('HDEL', m, 'hid') -- 'ld' only matters while 'hid' is set
   if redis.call('LLEN', q) == 0 then
+    if held[2] then
+      redis.call('PEXPIRE', m, held[2]) -- idle: kept 'i' ms (see common.lua)
+    end
     return 1
   end
   released = true
@@ -26,11 +30,11 @@ if not withdrawing and redis.call('HGET', m, 'hid') == hid then
     local p = string.match(m, '^{[^}]*}:')
     local nxt = redis.call('LINDEX', q, 0)
     local sid = string.match(nxt, '^([^.]+)%.')
-    local ld = redis.call('HGET', p .. 's:' .. sid, 'ld')
-    if ld then
+    local l = redis.call('HMGET', p .. 's:' .. sid, 'ld', 'ttl')
+    if l[1] then
       redis.call('LPOP', q)
       local tok = new_token(redis.call('HGET', m, 'tok'))
-      redis.call('HSET', m, 'hid', nxt, 'tok', tok, 'ld', ld)
+      redis.call('HSET', m, 'hid', nxt, 'tok', tok, 'ld', l[1], 'i', 2 * l[2])
       local msg = 'g|' .. nxt .. '|' .. tok .. '|' .. string.sub(m, #p + 3)
       redis.call(string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. 'n:' .. sid, msg)
       return 1
@@ -43,6 +47,7 @@ local p = prefix_of(m)
 local sharded, name = string.sub(ARGV[2], 1, 1), string.sub(m, #p + 3)
 if released then
   single_handoff(p, m, q, sharded, name)
+  single_idle(m, q)
   return 1
 end
 if withdrawing then
@@ -51,9 +56,11 @@ end
 if redis.call('HGET', m, 'hid') == hid then
   redis.call('HDEL', m, 'hid')
   single_handoff(p, m, q, sharded, name)
+  single_idle(m, q)
   return 1
 end
 if redis.call('LREM', q, 0, hid) > 0 then
+  single_idle(m, q)
   return 2
 end
 return 0

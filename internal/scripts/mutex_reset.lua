@@ -12,4 +12,5 @@ else
   cur = ''
 end
 single_handoff(p, m, q, ARGV[2], ARGV[3])
+single_idle(m, q)
 return cur

@@ -43,7 +43,8 @@ local function single(k, hid, tok)
     keep_max(k, 'tok', tok) -- the stored token stays the highest one known
     return false
   end
-  redis.call('HSET', k, 'hid', hid)
+  redis.call('HSET', k, 'hid', hid, 'i', string.format('%.0f', 2 * tonumber(ARGV[3])))
+  redis.call('PERSIST', k)
   if ARGV[4] ~= '0' then
     redis.call('HSET', k, 'ld', ARGV[4])
   end
@@ -75,6 +76,8 @@ for i = 5, #ARGV, 6 do
       if sem_purge(p, meta, holders) + n <= limit then
         redis.call('HSET', holders, hid, n .. ':' .. string.format('%.0f', tok))
         redis.call('HINCRBY', meta, 'used', n)
+        redis.call('HSET', meta, 'i', string.format('%.0f', 2 * tonumber(ARGV[3])))
+        redis.call('PERSIST', meta)
         keep_max(meta, 'tok', tok)
         ok = true
       end

@@ -25,7 +25,7 @@ func (e Env) execWait(ctx context.Context, s *Script, keys, args []string) (ruei
 		r := s.Exec(ctx, e.C, keys, args)
 		return r, r.Error()
 	}
-	rs := e.pipeline(ctx, []call{{s, probed(e.C, keys), args}}, true)
+	rs := e.pipeline(ctx, []call{{s, s.keysFor(e.C, keys), args}}, true)
 	r, w := rs[0], rs[1]
 	if err := r.Error(); err != nil {
 		return r, err
@@ -33,7 +33,7 @@ func (e Env) execWait(ctx context.Context, s *Script, keys, args []string) (ruei
 	return r, e.acked(w)
 }
 
-// call is one script call of a pipeline; keys carry the probe (see probed).
+// call is one script call of a pipeline; keys carry the probe (see keysFor).
 type call struct {
 	s          *Script
 	keys, args []string
@@ -153,7 +153,7 @@ func failed(n int, err error) []rueidis.RedisResult {
 // session sid's lease (a write of this connection, after the hand-off in the
 // replication stream) and WAITs for it. It reports whether the lease existed.
 func (e Env) Confirm(ctx context.Context, sid string, ttl time.Duration) (bool, error) {
-	r, err := e.execWait(ctx, heartbeat, []string{e.K.Lease(sid), e.K.Revoked(sid)}, []string{ms(ttl), e.K.Prefix})
+	r, err := e.execWait(ctx, heartbeat, []string{e.K.Lease(sid)}, []string{ms(ttl), e.K.Prefix})
 	if err != nil {
 		return false, err
 	}

@@ -21,12 +21,22 @@ import (
 // node that lacks some of the keys the script reads without declaring them
 // (the lease of a holder found in a mutex hash, the epoch marker): on the
 // importing node such a key reads as absent, which would make a live holder
-// look dead. Exec retries the errors Redis answers before running a script
-// (see transient) until ctx ends.
+// look dead. The heartbeat alone runs without the probe (see unprobed and
+// heartbeat.lua), so leases outlive a slow move. Exec retries the errors
+// Redis answers before running a script (see transient) until ctx ends.
 type Script struct {
 	sha      string
 	text     string
 	readOnly bool
+	noProbe  bool // see unprobed
+}
+
+// unprobed marks s as safe to run during a slot migration without the
+// probe: it declares every key whose absence it acts on (heartbeat.lua says
+// why that holds for it).
+func unprobed(s *Script) *Script {
+	s.noProbe = true
+	return s
 }
 
 func newScript(text string, readOnly bool) *Script {
@@ -38,7 +48,7 @@ func newScript(text string, readOnly bool) *Script {
 // NOSCRIPT, retried while Redis refuses it before running it (see transient)
 // and ctx lasts. Every key must be in one namespace (start with "{ns}:").
 func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
-	keys = probed(c, keys)
+	keys = s.keysFor(c, keys)
 	return retry(ctx, func() rueidis.RedisResult {
 		r := c.Do(ctx, s.cmd(c, keys, args))
 		if isNoScript(r.Error()) {
@@ -49,7 +59,7 @@ func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string
 }
 
 // cmd builds the script's EVALSHA (EVALSHA_RO for a read-only script).
-// keys must already carry the probe (see probed).
+// keys must already carry the probe (see keysFor).
 func (s *Script) cmd(c rueidis.Client, keys, args []string) rueidis.Completed {
 	if s.readOnly {
 		return c.B().EvalshaRo().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
@@ -69,11 +79,12 @@ func (s *Script) eval(c rueidis.Client, keys, args []string) rueidis.Completed {
 // ever writes (see Script).
 const probeSuffix = "migrating"
 
-// probed returns keys plus the namespace's migration probe on Redis
-// Cluster, keys unchanged elsewhere. Scripts never read the probe: it is
-// the last of KEYS, after the ones their headers name.
-func probed(c rueidis.Client, keys []string) []string {
-	if len(keys) == 0 || c.Mode() != rueidis.ClientModeCluster {
+// keysFor returns the keys to declare for a call of s: keys plus the
+// namespace's migration probe on Redis Cluster, keys unchanged elsewhere or
+// for an unprobed script. Scripts never read the probe: it is the last of
+// KEYS, after the ones their headers name.
+func (s *Script) keysFor(c rueidis.Client, keys []string) []string {
+	if s.noProbe || len(keys) == 0 || c.Mode() != rueidis.ClientModeCluster {
 		return keys
 	}
 	p := prefixOf(keys[0])

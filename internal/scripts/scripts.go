@@ -76,7 +76,7 @@ func join(body string, libs []string) string {
 
 var (
 	sessionOpen  = script(sessionOpenLua)
-	heartbeat    = script(heartbeatLua)
+	heartbeat    = unprobed(script(heartbeatLua))
 	sessionClose = script(sessionCloseLua)
 	mutexAcquire = script(mutexAcquireLua)
 	mutexRelease = script(mutexReleaseLua)
@@ -364,7 +364,7 @@ func (e Env) ReleaseMulti(ctx context.Context, rs []Resource, hids []string) []e
 	calls := make([]call, len(rs))
 	for i := range rs {
 		x := e.releaseCmd(rs[i], hids[i], true)
-		calls[i] = call{x.s, probed(e.C, x.keys), x.args}
+		calls[i] = call{x.s, x.s.keysFor(e.C, x.keys), x.args}
 	}
 	wait := e.Acks > 0
 	res := e.pipeline(ctx, calls, wait)
@@ -417,7 +417,7 @@ func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked
 	args = append(args, ms(ttl), e.K.Prefix)
 	args = append(args, acked...)
 	for attempt := 0; ; attempt++ {
-		res, err := e.execWait(ctx, heartbeat, []string{e.K.Lease(sid), e.K.Revoked(sid)}, args)
+		res, err := e.execWait(ctx, heartbeat, []string{e.K.Lease(sid)}, args)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -530,7 +530,7 @@ func (e Env) Reclaim(ctx context.Context, sid, owner string, ttl, lockDelay time
 
 // CloseLease deletes the lease of session sid.
 func (e Env) CloseLease(ctx context.Context, sid string) error {
-	return sessionClose.Exec(ctx, e.C, []string{e.K.Lease(sid), e.K.Revoked(sid)}, nil).Error()
+	return sessionClose.Exec(ctx, e.C, []string{e.K.Lease(sid)}, nil).Error()
 }
 
 // MutexReset force-releases mutex name and returns the hold id it took away

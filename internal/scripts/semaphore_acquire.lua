@@ -18,7 +18,7 @@ local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 -- permits fit without purging dead holders, the semaphore has a token and
 -- nobody waits. Then grant as sem_grant would. Anything else takes the full
 -- path below.
-local lease = redis.call('HMGET', KEYS[4], 'g', 'x:' .. hid)
+local lease = redis.call('HMGET', KEYS[4], 'g', 'x:' .. hid, 'ttl')
 if lease[1] == '0' and not lease[2] then
   local st = redis.call('HMGET', meta, 'limit', 'used', 'tok')
   local n = tonumber(ARGV[6])
@@ -26,8 +26,9 @@ if lease[1] == '0' and not lease[2] then
       and not redis.call('HGET', holders, hid) and redis.call('LLEN', q) == 0 then
     local tok, t = new_token(st[3])
     redis.call('HSET', holders, hid, ARGV[6] .. ':' .. tok)
-    redis.call('HSET', meta, 'tok', tok)
+    redis.call('HSET', meta, 'tok', tok, 'i', 2 * lease[3])
     redis.call('HINCRBY', meta, 'used', ARGV[6])
+    redis.call('PERSIST', meta) -- it expires while idle (see common.lua)
     return {1, t}
   end
 end
@@ -68,7 +69,7 @@ if tok then
   return {1, tok}
 end
 if grace == 0 and not first_live(p, q) and sem_fits(p, meta, holders, n) then
-  return {1, sem_grant(meta, holders, hid, n)}
+  return {1, sem_grant(p, meta, holders, hid, n)}
 end
 local wait = grace
 if grace == 0 then

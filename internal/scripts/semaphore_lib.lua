@@ -43,11 +43,23 @@ local function sem_fits(p, meta, holders, n)
   return sem_purge(p, meta, holders) + n <= limit
 end
 
-local function sem_grant(meta, holders, hid, n)
+-- sem_grant records n permits for hid and returns the new token; the TTL of
+-- hid's session sets how long meta is kept once idle (see common.lua).
+local function sem_grant(p, meta, holders, hid, n)
   local tok = next_token(meta, 'tok')
   redis.call('HSET', holders, hid, n .. ':' .. string.format('%.0f', tok))
   redis.call('HINCRBY', meta, 'used', n)
+  redis.call('HSET', meta, 'i', idle_ms(redis.call('HGET', p .. 's:' .. sid_of(hid), 'ttl')))
+  redis.call('PERSIST', meta)
   return tok
+end
+
+-- sem_idle lets meta expire when nobody holds a permit and nobody waits
+-- (the holders hash and the queue are gone when empty).
+local function sem_idle(meta, holders, q)
+  if redis.call('EXISTS', holders, q) == 0 then
+    expire_idle(meta, redis.call('HGET', meta, 'i'), false)
+  end
 end
 
 -- sem_serve grants permits to the queued live waiters in order while they
@@ -73,7 +85,7 @@ local function sem_serve(p, meta, holders, q, sharded, name)
       notify(p, sharded, hid, 'x|' .. hid)
     elseif sem_fits(p, meta, holders, n) then
       redis.call('LPOP', q)
-      local tok = sem_grant(meta, holders, hid, n)
+      local tok = sem_grant(p, meta, holders, hid, n)
       notify(p, sharded, hid, 'g|' .. hid .. '|' .. string.format('%.0f', tok) .. '|' .. name)
     else
       return

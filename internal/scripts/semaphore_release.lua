@@ -17,6 +17,13 @@ if ARGV[6] ~= '1' then
     redis.call('HDEL', holders, hid)
     redis.call('HINCRBY', meta, 'used', '-' .. string.match(v, '^(%d+)'))
     if redis.call('LLEN', q) == 0 then
+      if redis.call('EXISTS', holders) == 0 then
+        -- idle: kept 'i' ms (see common.lua)
+        local i = redis.call('HGET', meta, 'i')
+        if i then
+          redis.call('PEXPIRE', meta, i)
+        end
+      end
       return 1
     end
     released = true
@@ -26,6 +33,7 @@ end
 --@helpers
 if released then
   sem_serve(p, meta, holders, q, ARGV[3], ARGV[4])
+  sem_idle(meta, holders, q)
   return 1
 end
 if ARGV[6] == '1' then
@@ -36,10 +44,12 @@ if v then
   redis.call('HDEL', holders, hid)
   redis.call('HINCRBY', meta, 'used', -tonumber(string.match(v, '^(%d+)')))
   sem_serve(p, meta, holders, q, ARGV[3], ARGV[4])
+  sem_idle(meta, holders, q)
   return 1
 end
 if redis.call('LREM', q, 0, hid .. '#' .. ARGV[5]) > 0 then
   sem_serve(p, meta, holders, q, ARGV[3], ARGV[4])
+  sem_idle(meta, holders, q)
   return 2
 end
 return 0

@@ -7,4 +7,5 @@
 local prev = tonumber(redis.call('HGET', KEYS[1], 'limit') or '0')
 redis.call('HSET', KEYS[1], 'limit', ARGV[4])
 sem_serve(ARGV[1], KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+sem_idle(KEYS[1], KEYS[2], KEYS[3])
 return prev

@@ -1,0 +1,219 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/mutex"
+	"github.com/leasehold/leasehold/semaphore"
+	"github.com/leasehold/leasehold/session"
+)
+
+func dbsize(t *testing.T, c rueidis.Client) int64 {
+	t.Helper()
+	n, err := c.Do(context.Background(), c.B().Dbsize().Build()).AsInt64()
+	if err != nil {
+		t.Fatalf("DBSIZE: %v", err)
+	}
+	return n
+}
+
+func pttl(t *testing.T, c rueidis.Client, key string) time.Duration {
+	t.Helper()
+	n, err := c.Do(context.Background(), c.B().Pttl().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatalf("PTTL %s: %v", key, err)
+	}
+	return time.Duration(n) * time.Millisecond
+}
+
+// TestIdleResourcesExpire: 1,000 mutex, semaphore and election names, each
+// taken and released once, leave no key behind after 2 x TTL + 1 s: DBSIZE
+// comes back to what it was before (the epoch marker and the lease).
+func TestIdleResourcesExpire(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	c := testutil.Client(t, srv.Addr())
+	const ttl = time.Second
+	s := openOn(t, c, session.Options{Namespace: ns, TTL: ttl})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := dbsize(t, c)
+
+	const names = 1000
+	for i := range names {
+		h, err := mutex.New(s, fmt.Sprintf("m%d", i)).Lock(ctx)
+		if err != nil {
+			t.Fatalf("Lock: %v", err)
+		}
+		if err := h.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		p, err := semaphore.New(s, fmt.Sprintf("s%d", i), 2).Acquire(ctx, 1)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		l, err := election.New(s, fmt.Sprintf("e%d", i)).Campaign(ctx, "v")
+		if err != nil {
+			t.Fatalf("Campaign: %v", err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	released := time.Now()
+	if n := dbsize(t, c); n < base+3*names {
+		t.Fatalf("DBSIZE %d right after the releases, want at least %d: the resources' keys should still be there",
+			n, base+3*names)
+	}
+	// Redis deletes expired keys in its background cycle (every 100 ms);
+	// allow it one more second past the bound.
+	bound := 2*ttl + time.Second
+	for dbsize(t, c) != base {
+		if time.Since(released) > bound+time.Second {
+			t.Fatalf("DBSIZE %d %v after the last release, want %d (no key of an idle resource)",
+				dbsize(t, c), time.Since(released).Round(time.Millisecond), base)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestIdleExpiryKeepsHeldResources: a resource whose key was set to expire
+// while idle loses the expiry when it is granted again, directly or by a
+// hand-off, and stays held past the idle period; its tokens keep
+// increasing, also across the key's expiry.
+func TestIdleExpiryKeepsHeldResources(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	c := testutil.Client(t, srv.Addr())
+	const ttl = time.Second
+	o := session.Options{Namespace: ns, TTL: ttl}
+	s1, s2 := openOn(t, c, o), openOn(t, c, o)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := "{" + ns + "}:m:x"
+
+	h, err := mutex.New(s1, "x").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	last := h.Token()
+	if err := h.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if d := pttl(t, c, key); d <= 0 || d > 2*ttl {
+		t.Fatalf("idle mutex key PTTL = %v, want within (0, 2 x TTL]", d)
+	}
+
+	// Granted again: no expiry, and still held after the idle period.
+	h, err = mutex.New(s1, "x").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if d := pttl(t, c, key); d != -time.Millisecond {
+		t.Fatalf("held mutex key PTTL = %v, want none (-1 ms)", d)
+	}
+	if h.Token() <= last {
+		t.Errorf("token %d not above %d", h.Token(), last)
+	}
+	last = h.Token()
+
+	// Handed to a waiter: no expiry either.
+	got := make(chan *session.Hold, 1)
+	go func() {
+		h, err := mutex.New(s2, "x").Lock(ctx)
+		if err != nil {
+			t.Errorf("waiting Lock: %v", err)
+		}
+		got <- h
+	}()
+	waitQueued(t, c, "{"+ns+"}:q:m:x", 1)
+	if err := h.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	h2 := <-got
+	if h2 == nil {
+		return
+	}
+	if d := pttl(t, c, key); d != -time.Millisecond {
+		t.Fatalf("handed-off mutex key PTTL = %v, want none (-1 ms)", d)
+	}
+	// Held across three idle periods' worth of time.
+	deadline := time.Now().Add(3 * 2 * ttl)
+	for time.Now().Before(deadline) {
+		if _, err := mutex.New(s1, "x").TryLock(ctx); err == nil {
+			t.Fatal("mutex granted to a second session while held")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := h2.Err(); err != nil {
+		t.Fatalf("hold ended while held: %v", err)
+	}
+	if h2.Token() <= last {
+		t.Errorf("token %d not above %d", h2.Token(), last)
+	}
+	last = h2.Token()
+	if err := h2.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+
+	// Across the expiry: the key goes, the next token is still higher.
+	for pttl(t, c, key) != -2*time.Millisecond {
+		time.Sleep(20 * time.Millisecond)
+	}
+	h, err = mutex.New(s1, "x").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if h.Token() <= last {
+		t.Errorf("token %d after the key expired not above %d", h.Token(), last)
+	}
+	_ = h.Release(ctx)
+
+	// Semaphore and election: held, no expiry; released, expiry.
+	p, err := semaphore.New(s1, "sem", 2).Acquire(ctx, 1)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	semKey := "{" + ns + "}:sem:sem"
+	if err := p.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if d := pttl(t, c, semKey); d <= 0 {
+		t.Fatalf("idle semaphore key PTTL = %v, want > 0", d)
+	}
+	p, err = semaphore.New(s1, "sem", 2).Acquire(ctx, 1)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if d := pttl(t, c, semKey); d != -time.Millisecond {
+		t.Fatalf("held semaphore key PTTL = %v, want none", d)
+	}
+	_ = p.Release(ctx)
+	l, err := election.New(s1, "el").Campaign(ctx, "v")
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	elKey := "{" + ns + "}:el:el"
+	if d := pttl(t, c, elKey); d != -time.Millisecond {
+		t.Fatalf("led election key PTTL = %v, want none", d)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if d := pttl(t, c, elKey); d <= 0 {
+		t.Fatalf("idle election key PTTL = %v, want > 0", d)
+	}
+}
