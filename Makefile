@@ -20,6 +20,8 @@ test-oldest: redis-server
 
 lint:
 	$(GO) vet ./...
+	@# chaos is a test suite, not library API (it is to move apart: own module or internal/).
+	$(GO) run ./internal/tools/apicheck -skip github.com/leasehold/leasehold/chaos ./...
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # redis-server comes from Debian's package when it is missing.

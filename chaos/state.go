@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // State is a snapshot of a namespace's keys in Redis, for diagnosis.
@@ -132,7 +134,7 @@ func phantoms(a, b State, granted map[string]bool) []string {
 		if hb[res] != hid || granted[hid] {
 			continue
 		}
-		sid, _, _ := strings.Cut(hid, ".")
+		sid := scripts.SessionOf(hid)
 		if !b.leaseAlive(sid) {
 			continue
 		}

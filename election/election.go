@@ -20,23 +20,13 @@ package election
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/session"
-)
-
-var (
-	// ErrNotLeader is returned by Proclaim when this Election does not lead.
-	ErrNotLeader = errors.New("election: not the leader")
-	// ErrNoLeader is returned by Leader when nobody leads.
-	ErrNoLeader = errors.New("election: no leader")
-	// ErrInvalidValue reports a value longer than MaxValueLen.
-	ErrInvalidValue = errors.New("election: value too long")
 )
 
 // MaxValueLen is the longest leader value accepted, in bytes.
@@ -77,7 +67,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*session.Hold, e
 	if err := e.check(value); err != nil {
 		return nil, err
 	}
-	h, err := e.s.Claim(ctx, scripts.Resource{Kind: scripts.Election, Name: e.name, Value: value}, true)
+	h, err := hook.Claim(ctx, e.s, scripts.Resource{Kind: scripts.Election, Name: e.name, Value: value}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -102,8 +92,8 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	// Recorded first: once Redis may hold the new value, a reclaim after an
 	// empty restart must recreate it. If the call fails, the outcome is
 	// unknown and either value may be the one Redis had.
-	h.SetValue(scripts.Value(value))
-	ok, err := e.s.Env().ElectionProclaim(ctx, e.name, h.ID(), value)
+	hook.Unwrap(h).SetValue(scripts.Value(value))
+	ok, err := hook.Env(e.s).ElectionProclaim(ctx, e.name, h.ID(), value)
 	if err != nil {
 		return fmt.Errorf("election %q: proclaim: %w", e.name, err)
 	}
@@ -123,7 +113,7 @@ func (e *Election) Reset(ctx context.Context) (bool, error) {
 	if err := e.check(""); err != nil {
 		return false, err
 	}
-	hid, err := e.s.Env().ElectionReset(ctx, e.name)
+	hid, err := hook.Env(e.s).ElectionReset(ctx, e.name)
 	if err != nil {
 		return false, fmt.Errorf("election %q: reset: %w", e.name, err)
 	}
@@ -146,14 +136,14 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 }
 
 func (e *Election) read(ctx context.Context) (Leader, time.Duration, error) {
-	st, err := e.s.Env().ElectionLeader(ctx, e.name)
+	st, err := hook.Env(e.s).ElectionLeader(ctx, e.name)
 	if err != nil {
 		return Leader{}, 0, fmt.Errorf("election %q: leader: %w", e.name, err)
 	}
 	if st.HoldID == "" {
 		return Leader{}, 0, nil
 	}
-	sid, _, _ := strings.Cut(st.HoldID, ".")
+	sid := scripts.SessionOf(st.HoldID)
 	return Leader{Value: st.Value, Session: sid, Token: st.Term}, st.TTL, nil
 }
 
@@ -166,7 +156,7 @@ func (e *Election) read(ctx context.Context) (Leader, time.Duration, error) {
 // the state.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader, 1)
-	if e.check("") != nil || !e.s.Go(func(sctx context.Context) {
+	if e.check("") != nil || !hook.Lease(e.s).Go(func(sctx context.Context) {
 		defer close(out)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -179,7 +169,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 }
 
 func (e *Election) observe(ctx context.Context, out chan Leader) {
-	ch := e.s.Env().K.ElectionChannel(e.name)
+	ch := hook.Env(e.s).K.ElectionChannel(e.name)
 	msgs := make(chan string, 1)
 	var last *Leader
 	deliver := func(l Leader) {
@@ -195,8 +185,8 @@ func (e *Election) observe(ctx context.Context, out chan Leader) {
 	}
 	retry := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		recheck := e.s.Recheck()
-		stop, err := e.s.Watch(ctx, ch, msgs)
+		recheck := hook.Lease(e.s).Recheck()
+		stop, err := hook.Lease(e.s).Watch(ctx, ch, msgs)
 		if err != nil {
 			if !sleep(ctx, retry) {
 				return

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/session"
@@ -107,7 +108,7 @@ func TestReset(t *testing.T) {
 		next <- hb
 	}()
 	testutil.WaitFor(t, ctx, func() bool {
-		n, err := admin.Env().C.Do(ctx, admin.Env().C.B().Llen().Key("{"+ns+"}:q:el:reset").Build()).AsInt64()
+		n, err := hook.Env(admin).C.Do(ctx, hook.Env(admin).C.B().Llen().Key("{"+ns+"}:q:el:reset").Build()).AsInt64()
 		return err == nil && n == 1
 	})
 	if ok, err := election.New(admin, "reset").Reset(ctx); err != nil || !ok {

@@ -27,15 +27,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/session"
 )
-
-// ErrLocked is returned by TryLock when another hold has the mutex.
-var ErrLocked = errors.New("mutex: locked by another hold")
 
 // Mutex is a named mutex in a session's namespace. It starts no goroutines
 // and is safe for concurrent use; two Lock calls on the same Mutex (or on two
@@ -61,13 +58,13 @@ func (m *Mutex) res() scripts.Resource { return scripts.Resource{Kind: scripts.M
 // cause, an error matching session.ErrLeaseLost or session.ErrClosed, or the
 // Redis error.
 func (m *Mutex) Lock(ctx context.Context) (*session.Hold, error) {
-	return m.s.Claim(ctx, m.res(), true)
+	return hook.Claim(ctx, m.s, m.res(), true)
 }
 
 // TryLock acquires the mutex if it is free and nobody waits for it, else
 // returns ErrLocked at once. ctx bounds the one round trip.
 func (m *Mutex) TryLock(ctx context.Context) (*session.Hold, error) {
-	h, err := m.s.Claim(ctx, m.res(), false)
+	h, err := hook.Claim(ctx, m.s, m.res(), false)
 	if errors.Is(err, scripts.ErrBusy) {
 		return nil, ErrLocked
 	}
@@ -88,11 +85,11 @@ func (m *Mutex) Holder(ctx context.Context) (Holder, error) {
 	if err := m.check(); err != nil {
 		return Holder{}, err
 	}
-	in, err := m.s.Env().MutexInspect(ctx, m.name)
+	in, err := hook.Env(m.s).MutexInspect(ctx, m.name)
 	if err != nil {
 		return Holder{}, fmt.Errorf("mutex %q: %w", m.name, err)
 	}
-	sid, _, _ := strings.Cut(in.HoldID, ".")
+	sid := scripts.SessionOf(in.HoldID)
 	return Holder{Session: sid, Owner: in.Owner, Token: in.Token, TTL: in.TTL, Waiters: in.Waiters}, nil
 }
 
@@ -103,7 +100,7 @@ func (m *Mutex) Reset(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	hid, err := m.s.Env().MutexReset(ctx, m.name)
+	hid, err := hook.Env(m.s).MutexReset(ctx, m.name)
 	if err != nil {
 		return false, fmt.Errorf("mutex %q: reset: %w", m.name, err)
 	}

@@ -28,17 +28,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/session"
-)
-
-var (
-	// ErrExhausted is returned by TryAcquire when no member is free.
-	ErrExhausted = errors.New("pool: no free member")
-	// ErrNotMember reports a key that is not a member of the pool.
-	ErrNotMember = scripts.ErrNotMember
-	// ErrNoKeys reports an empty key list.
-	ErrNoKeys = errors.New("pool: no keys given")
 )
 
 // Pool is a named pool in a session's namespace. It starts no goroutines and
@@ -83,8 +75,8 @@ func (p *Pool) change(ctx context.Context, op string, keys []string) error {
 			return fmt.Errorf("pool %q: %s key %q: %w", p.name, op, k, err)
 		}
 	}
-	if _, _, err := p.s.Env().PoolChange(ctx, p.name, op, keys); err != nil {
-		return fmt.Errorf("pool %q: %s: %w", p.name, op, err)
+	if _, _, err := hook.Env(p.s).PoolChange(ctx, p.name, op, keys); err != nil {
+		return fmt.Errorf("pool %q: %s: %w", p.name, op, scripts.Relabel(err, scripts.ErrNotMember, ErrNotMember))
 	}
 	return nil
 }
@@ -128,7 +120,8 @@ func (p *Pool) claim(ctx context.Context, key string, wait bool) (*session.Hold,
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	return p.s.Claim(ctx, scripts.Resource{Kind: scripts.Pool, Name: p.name, Key: key}, wait)
+	h, err := hook.Claim(ctx, p.s, scripts.Resource{Kind: scripts.Pool, Name: p.name, Key: key}, wait)
+	return h, scripts.Relabel(err, scripts.ErrNotMember, ErrNotMember)
 }
 
 // Holder is the holder of one member.
@@ -154,14 +147,14 @@ func (p *Pool) Stats(ctx context.Context) (Stats, error) {
 	if err := p.check(); err != nil {
 		return Stats{}, err
 	}
-	st, err := p.s.Env().PoolStats(ctx, p.name)
+	st, err := hook.Env(p.s).PoolStats(ctx, p.name)
 	if err != nil {
 		return Stats{}, fmt.Errorf("pool %q: stats: %w", p.name, err)
 	}
 	out := Stats{Free: len(st.Free), Waiters: st.Waiters}
 	out.Members = append(out.Members, st.Free...)
 	for _, h := range st.Held {
-		sid, _, _ := strings.Cut(h.HoldID, ".")
+		sid := scripts.SessionOf(h.HoldID)
 		out.Held = append(out.Held, Holder{Key: h.Key, Session: sid, Owner: h.Owner, Token: h.Token})
 		out.Members = append(out.Members, h.Key)
 	}

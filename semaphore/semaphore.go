@@ -30,24 +30,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/session"
-)
-
-var (
-	// ErrNoPermits is returned by TryAcquire when the permits are not free now.
-	ErrNoPermits = errors.New("semaphore: not enough free permits")
-	// ErrLimitMismatch reports that Redis stores another limit for the
-	// semaphore than this client's; nothing was changed.
-	ErrLimitMismatch = scripts.ErrLimitMismatch
-	// ErrInvalidLimit reports a limit <= 0.
-	ErrInvalidLimit = errors.New("semaphore: limit must be > 0")
-	// ErrInvalidWeight reports n <= 0 or n > limit.
-	ErrInvalidWeight = errors.New("semaphore: weight must be > 0 and <= limit")
 )
 
 // Semaphore is a named semaphore in a session's namespace. It starts no
@@ -95,7 +83,8 @@ func (sem *Semaphore) claim(ctx context.Context, n int64, wait bool) (*session.H
 	if n <= 0 || n > limit {
 		return nil, fmt.Errorf("semaphore %q: n=%d, limit=%d: %w", sem.name, n, limit, ErrInvalidWeight)
 	}
-	return sem.s.Claim(ctx, scripts.Resource{Kind: scripts.Semaphore, Name: sem.name, N: n, Limit: limit}, wait)
+	h, err := hook.Claim(ctx, sem.s, scripts.Resource{Kind: scripts.Semaphore, Name: sem.name, N: n, Limit: limit}, wait)
+	return h, scripts.Relabel(err, scripts.ErrLimitMismatch, ErrLimitMismatch)
 }
 
 // SetLimit stores a new limit in Redis, for every client of the semaphore,
@@ -106,7 +95,7 @@ func (sem *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if err := sem.check(limit); err != nil {
 		return err
 	}
-	if _, err := sem.s.Env().SemaphoreSetLimit(ctx, sem.name, limit); err != nil {
+	if _, err := hook.Env(sem.s).SemaphoreSetLimit(ctx, sem.name, limit); err != nil {
 		return fmt.Errorf("semaphore %q: set limit: %w", sem.name, err)
 	}
 	sem.limit.Store(limit)
@@ -138,13 +127,13 @@ func (sem *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	if err := sem.s.Err(); err != nil {
 		return Stats{}, err
 	}
-	st, err := sem.s.Env().SemaphoreStats(ctx, sem.name)
+	st, err := hook.Env(sem.s).SemaphoreStats(ctx, sem.name)
 	if err != nil {
 		return Stats{}, fmt.Errorf("semaphore %q: stats: %w", sem.name, err)
 	}
 	out := Stats{Limit: st.Limit, Waiters: st.Waiters}
 	for _, h := range st.Holders {
-		sid, _, _ := strings.Cut(h.HoldID, ".")
+		sid := scripts.SessionOf(h.HoldID)
 		out.Holders = append(out.Holders, Holder{Session: sid, Owner: h.Owner, N: h.N, Token: h.Token, TTL: h.TTL})
 		out.InUse += h.N
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
+	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testutil"
@@ -742,7 +743,7 @@ func TestAcquireScriptAcrossLimitChange(t *testing.T) {
 	s := testutil.Dial(t, addr, ns, session.Options{TTL: 10 * time.Second})
 	other := testutil.Dial(t, addr, ns, session.Options{TTL: 10 * time.Second})
 	probe := testutil.Client(t, addr)
-	env := s.Env()
+	env := hook.Env(s)
 	res := func(n, limit int64) scripts.Resource {
 		return scripts.Resource{Kind: scripts.Semaphore, Name: "idem", N: n, Limit: limit}
 	}

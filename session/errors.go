@@ -3,39 +3,37 @@ package session
 import (
 	"errors"
 
-	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
+// The session's errors are declared once, by the machinery that returns
+// them (internal/lease), and named here, as os.ErrNotExist is fs.ErrNotExist.
 var (
 	// ErrClosed is returned by calls on a closed session, and is the cause of
 	// every hold context that Close ended.
-	ErrClosed = errors.New("session: closed")
+	ErrClosed = lease.ErrClosed
 
 	// ErrLost is the cause of a hold that ended without Release: it was taken
 	// away (Reset, pool member removed) or its session's lease was lost.
-	ErrLost = errors.New("session: hold lost")
+	ErrLost = lease.ErrLost
 
 	// ErrLeaseLost is the cause of everything a session held when its lease
 	// could no longer be proven alive. errors.Is(ErrLeaseLost, ErrLost) is true.
-	ErrLeaseLost error = leaseLost{}
+	ErrLeaseLost = lease.ErrLeaseLost
 
 	// ErrReleased is the cause of a hold context ended by Hold.Release.
-	ErrReleased = errors.New("session: hold released")
+	ErrReleased = lease.ErrReleased
 
 	// ErrInvalidOptions reports an invalid Options value.
-	ErrInvalidOptions = errors.New("session: invalid options")
+	ErrInvalidOptions = lease.ErrInvalidOptions
 
 	// ErrInvalidName reports an empty or oversized resource name.
-	ErrInvalidName = errors.New("session: invalid name")
+	ErrInvalidName = lease.ErrInvalidName
 
 	// ErrNotReplicated reports that fewer replicas than Options.ReplicaAck
 	// acknowledged a grant in time; the grant was rolled back.
-	ErrNotReplicated = scripts.ErrNotReplicated
+	ErrNotReplicated = lease.ErrNotReplicated
+
+	// ErrManagerClosed is returned by a Manager's methods after Close.
+	ErrManagerClosed = errors.New("session: manager closed")
 )
-
-type leaseLost struct{}
-
-func (leaseLost) Error() string { return "session: lease lost" }
-
-// Is makes ErrLeaseLost match ErrLost.
-func (leaseLost) Is(target error) bool { return target == ErrLost }

@@ -27,9 +27,6 @@ type Manager struct {
 	ended sync.WaitGroup // closes of ended sessions, waited for by Close
 }
 
-// ErrManagerClosed is returned by a Manager's methods after Close.
-var ErrManagerClosed = errors.New("session: manager closed")
-
 // NewManager returns a Manager that opens sessions with options o on client
 // c, which the caller owns and keeps open until after Close. Invalid options
 // are reported by Session and Run.

@@ -2,19 +2,11 @@ package session
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
 
-	"github.com/leasehold/leasehold/internal/clock"
-	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/internal/lease"
 )
 
 // Session is one lease on a Redis namespace, renewed by one heartbeat
@@ -25,45 +17,33 @@ import (
 // A Session is safe for concurrent use. Once ended (Close, or lease lost) it
 // stays ended; create a new one (or use a Manager) to continue.
 type Session struct {
-	// Immutable after New.
-	env    scripts.Env
-	opt    Options
-	id     string
-	own    bool // Close closes env.C
-	clk    clock.Clock
-	base   time.Time // monotonic origin of deadline
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	l *lease.Session // immutable; the lease and its heartbeat goroutine
+}
 
-	ownChannel string   // {ns}:n:<sid>
-	met        *metrics // nil without Options.Metrics
+// Hold is something a session holds: a mutex, permits of a semaphore, a key
+// of a pool, leadership of an election. Its context is canceled when the hold
+// ends, and always before anyone else can be granted the same resource:
+// on Release, on Close, when the hold is taken away (ErrLost) and when the
+// session's lease can no longer be proven alive (ErrLeaseLost).
+//
+// An application must be ready for the hold to end at any moment: watch
+// Context (or Done) and stop acting on the resource when it is canceled, and
+// pass Token to anything that can reject stale writers.
+//
+// A Hold is safe for concurrent use.
+type Hold struct {
+	h lease.Hold // the hold itself, allocated with its public face
+}
 
-	reqs   chan func(*loop) // requests to the loop goroutine
-	exited chan struct{}    // closed by the loop goroutine when it returns
-	logq   *logQueue        // the loop's and the scripts' log records (see logQueue)
-
-	deadline atomic.Int64 // local lease deadline, ns since base; written by the loop
-	// ended is why the session ended, stored by the loop before it ends any
-	// hold and cancels ctx: whoever sees a hold end for the session's end
-	// (lost, closed) finds Err already set.
-	ended    atomic.Pointer[error]
-	nextHold atomic.Uint64
-
-	subOK    atomic.Bool                   // ownChannel subscribed
-	recheck  atomic.Pointer[chan struct{}] // closed when notifications may have been missed
-	holds    holdTable
-	waiters  waiters
-	watchers watchers
-
-	goMu     sync.Mutex
-	goClosed bool
-
-	dedMu sync.Mutex
-	dedCh chan dedicated // the Dedicate in flight, if any (see dedicate)
-	goWG  sync.WaitGroup // goroutines started by Go
-
-	closeOnce sync.Once
-	closeErr  error
+func init() {
+	lease.Register(lease.Public{
+		NewHold: func() (*lease.Hold, any) {
+			p := new(Hold)
+			return &p.h, p
+		},
+		Session: func(pub any) *lease.Session { return pub.(*Session).l },
+		Hold:    func(pub any) *lease.Hold { return &pub.(*Hold).h },
+	})
 }
 
 // Dial connects to Redis with opt and opens a session that owns the client:
@@ -72,51 +52,11 @@ type Session struct {
 // stalled server is noticed within the lease. ctx bounds only the creation of
 // the session (the first lease grant), not its life.
 func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, error) {
-	o, err := o.withDefaults()
+	l, err := lease.Dial(ctx, opt, lease.Options(o))
 	if err != nil {
 		return nil, err
 	}
-	opt.DisableCache = true
-	if opt.ConnWriteTimeout == 0 {
-		opt.ConnWriteTimeout = o.TTL / 2
-	}
-	c, err := newClient(ctx, opt)
-	if err != nil {
-		return nil, fmt.Errorf("session: dial: %w", err)
-	}
-	s, err := open(ctx, c, o, true)
-	if err != nil {
-		go c.Close() // closing a connection to a silent server takes up to a second
-		return nil, err
-	}
-	return s, nil
-}
-
-// newClient is rueidis.NewClient bounded by ctx: NewClient dials and
-// handshakes without a context, which takes up to ConnWriteTimeout on a
-// paused server and the dialer's timeout when nothing answers. A client
-// that arrives after ctx ended is closed.
-func newClient(ctx context.Context, opt rueidis.ClientOption) (rueidis.Client, error) {
-	type dialed struct {
-		c   rueidis.Client
-		err error
-	}
-	ch := make(chan dialed, 1)
-	go func() {
-		c, err := rueidis.NewClient(opt)
-		ch <- dialed{c, err}
-	}()
-	select {
-	case d := <-ch:
-		return d.c, d.err
-	case <-ctx.Done():
-		go func() {
-			if d := <-ch; d.err == nil {
-				d.c.Close()
-			}
-		}()
-		return nil, context.Cause(ctx)
-	}
+	return &Session{l}, nil
 }
 
 // New opens a session on a client the caller owns and keeps open until after
@@ -124,100 +64,22 @@ func newClient(ctx context.Context, opt rueidis.ClientOption) (rueidis.Client, e
 // not its life. Invalid options return an error matching ErrInvalidOptions
 // and touch nothing in Redis.
 func New(ctx context.Context, c rueidis.Client, o Options) (*Session, error) {
-	o, err := o.withDefaults()
+	l, err := lease.New(ctx, c, lease.Options(o))
 	if err != nil {
 		return nil, err
 	}
-	return open(ctx, c, o, false)
-}
-
-func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session, error) {
-	clk := clock.Real{}
-	met, err := newMetrics(o.Metrics)
-	if err != nil {
-		return nil, fmt.Errorf("session: metrics: %w", err)
-	}
-	lq := newLogQueue()
-	s := &Session{
-		met:  met,
-		logq: lq,
-		env: scripts.Env{
-			C:          scripts.Bound(c),
-			K:          scripts.NewKeys(o.Namespace),
-			Sharded:    c.Mode() == rueidis.ClientModeCluster,
-			Grace:      o.RestartGrace,
-			Acks:       o.ReplicaAck,
-			AckTimeout: o.ReplicaAckTimeout,
-			Log:        lq.logger(o.Logger.Handler()),
-			LockDelay:  o.LockDelay,
-		},
-		opt:    o,
-		own:    own,
-		clk:    clk,
-		reqs:   make(chan func(*loop), 64),
-		exited: make(chan struct{}),
-	}
-	s.waiters.m = make(map[string]chan notice)
-	s.holds.m = make(map[string]*Hold)
-	s.holds.early = make(map[string]time.Time)
-	rc := make(chan struct{})
-	s.recheck.Store(&rc)
-	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.TTL)
-		defer cancel()
-	}
-	opened := false
-	defer func() {
-		if !opened {
-			lq.close()
-		}
-	}()
-	for range 3 { // a taken id is astronomically unlikely; retry anyway
-		s.id = newID()
-		sent := clk.Now()
-		// A grant confirmed after its own deadline would be a lost session.
-		octx, cancel := context.WithDeadline(ctx, clock.Deadline(sent, o.TTL))
-		ok, err := s.env.OpenLease(octx, s.id, o.Owner, o.TTL, o.LockDelay)
-		cancel()
-		if err == nil && ok && !clk.Now().Before(clock.Deadline(sent, o.TTL)) {
-			err = errors.New("lease confirmed after its deadline")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("session: open lease: %w", err)
-		}
-		if ok {
-			s.ownChannel = s.env.K.Channel(s.id)
-			s.base = sent
-			s.deadline.Store(int64(clock.Deadline(sent, o.TTL).Sub(sent)))
-			l := newLoop(s, sent)
-			met.sessionOpened()
-			opened = true
-			go l.run()
-			o.Logger.Debug("session opened", "session", s.id, "ttl", o.TTL)
-			return s, nil
-		}
-	}
-	return nil, errors.New("session: could not find a free session id")
-}
-
-func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails on supported platforms
-	return hex.EncodeToString(b[:])
+	return &Session{l}, nil
 }
 
 // ID returns the session id, unique per session; a new session gets a new id.
-func (s *Session) ID() string { return s.id }
+func (s *Session) ID() string { return s.l.ID() }
 
 // Context returns a context canceled when the session ends. context.Cause
 // tells why: ErrClosed, or an error matching ErrLeaseLost.
-func (s *Session) Context() context.Context { return s.ctx }
+func (s *Session) Context() context.Context { return s.l.Context() }
 
 // Done returns a channel closed when the session ends.
-func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+func (s *Session) Done() <-chan struct{} { return s.l.Done() }
 
 // Err returns nil while the session is alive, else why it ended. Like
 // Hold.Err, it reports the loss as soon as the local deadline has passed.
@@ -226,29 +88,13 @@ func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 // by Hold.Done of a hold canceled because the session was lost or closed
 // sees Err report that cause. Done and Context follow right after every
 // such hold has ended.
-func (s *Session) Err() error {
-	if p := s.ended.Load(); p != nil {
-		return *p
-	}
-	return s.pastDeadline()
-}
-
-// pastDeadline returns ErrLeaseLost once the local deadline has passed: the
-// deadline timer is about to cancel everything.
-func (s *Session) pastDeadline() error {
-	if s.clk.Now().Before(s.Deadline()) {
-		return nil
-	}
-	return fmt.Errorf("%w: the local deadline has passed", ErrLeaseLost)
-}
+func (s *Session) Err() error { return s.l.Err() }
 
 // Deadline returns the local lease deadline: the instant until which the
 // lease is proven alive by the last confirmed heartbeat. It moves forward with
 // every confirmed heartbeat; when it passes, the session ends with
 // ErrLeaseLost.
-func (s *Session) Deadline() time.Time {
-	return s.base.Add(time.Duration(s.deadline.Load()))
-}
+func (s *Session) Deadline() time.Time { return s.l.Deadline() }
 
 // Close releases every hold (handing each to its next waiter), deletes the
 // lease, cancels the contexts of the session and its holds with ErrClosed and
@@ -258,107 +104,47 @@ func (s *Session) Deadline() time.Time {
 // when the client gives up on them (soon for a client opened by Dial, whose
 // Close finishes in the background if it would take Close past the TTL). It
 // is idempotent; it returns an error only when the cleanup in Redis failed.
-func (s *Session) Close() error {
-	s.closeOnce.Do(func() {
-		cutoff := time.Now().Add(s.opt.TTL)
-		reply := make(chan error, 1)
-		select {
-		case s.reqs <- func(l *loop) { l.close(reply) }:
-			select {
-			case s.closeErr = <-reply:
-			case <-s.exited:
-			}
-		case <-s.exited:
-		}
-		<-s.exited
-		s.goMu.Lock()
-		s.goClosed = true
-		s.goMu.Unlock()
-		s.goWG.Wait()
-		// What is left may wait on a silent server or a slow log handler:
-		// rueidis closes its connections one by one, each taking up to a
-		// second. Wait for it only until the TTL since Close began, then
-		// let it finish on its own.
-		t := time.NewTimer(max(time.Until(cutoff), 0))
-		defer t.Stop()
-		if s.own {
-			closed := make(chan struct{})
-			go func() {
-				s.env.C.Close()
-				close(closed)
-			}()
-			select {
-			case <-closed:
-			case <-t.C:
-				return
-			}
-		}
-		select {
-		case <-s.logq.done:
-		case <-t.C:
-		}
-	})
-	return s.closeErr
-}
-
-// Go runs f in a goroutine that the session owns: ctx is canceled when the
-// session ends, and Close waits for f to return. It reports false, without
-// running f, once the session is closed. It is for leasehold's own packages
-// (election.Observe), so that only the session starts long-lived goroutines.
-func (s *Session) Go(f func(ctx context.Context)) bool {
-	s.goMu.Lock()
-	defer s.goMu.Unlock()
-	if s.goClosed || s.ctx.Err() != nil {
-		return false
-	}
-	s.goWG.Go(func() { f(s.ctx) })
-	return true
-}
-
-// Env returns what leasehold's primitives need to run their scripts. It is
-// for leasehold's own packages; its type is internal.
-func (s *Session) Env() scripts.Env { return s.env }
+func (s *Session) Close() error { return s.l.Close() }
 
 // Options returns the session's options with defaults filled in.
-func (s *Session) Options() Options { return s.opt }
+func (s *Session) Options() Options { return Options(s.l.Options()) }
 
-func (s *Session) newHoldID() string {
-	return s.id + "." + strconv.FormatUint(s.nextHold.Add(1), 36)
-}
+// Resource returns what is held: the mutex or election name, or the pool key
+// that was claimed.
+func (h *Hold) Resource() string { return h.h.Resource() }
 
-// post sends f to the loop without waiting for it to run. It reports false
-// when the loop has exited.
-func (s *Session) post(f func(*loop)) bool {
-	select {
-	case s.reqs <- f:
-		return true
-	case <-s.exited:
-		return false
-	}
-}
+// ID returns the hold id, unique across sessions: "<session id>.<n>".
+// Inspection tools show it.
+func (h *Hold) ID() string { return h.h.ID() }
 
-// opCtx bounds one Redis call by ctx and by the local lease deadline: after
-// it the session is over anyway. (A call in flight when the session is
-// closed runs to its end; a grant it brings back is refused by the closed
-// hold table, and the deleted lease invalidates it in Redis.)
-func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithDeadline(ctx, s.Deadline())
-}
+// Token returns the fencing token of the grant: strictly increasing per
+// resource across all holders.
+func (h *Hold) Token() int64 { return h.h.Token() }
 
-// usable returns nil while the session can grant, else the cause of its end.
-func (s *Session) usable() error {
-	if p := s.ended.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+// Context returns a context canceled when the hold ends; context.Cause tells
+// why (ErrReleased, ErrClosed, or an error matching ErrLost).
+func (h *Hold) Context() context.Context { return h.h.Context() }
 
-// end records cause as the session's end, ends every hold with it, then
-// cancels the session's context: in that order, so that a hold ended this
-// way implies Err, and Done implies that every hold has ended. Only the loop
-// calls it.
-func (s *Session) end(cause error) {
-	s.ended.Store(&cause)
-	s.holds.endAll(cause)
-	s.cancel(cause)
-}
+// Done returns a channel closed when the hold ends.
+func (h *Hold) Done() <-chan struct{} { return h.h.Done() }
+
+// Err returns nil while the hold is held, else why it ended. It reports the
+// loss as soon as the session's local deadline has passed, even if the timer
+// that cancels the context has not run yet (a loaded machine can delay it):
+// check Err right before acting on the resource.
+func (h *Hold) Err() error { return h.h.Err() }
+
+// Release ends the hold: it cancels the hold's context, then frees the
+// resource in Redis, handing it to the next waiter. ctx bounds the call.
+//
+// Release is idempotent: once it succeeded, later calls return nil. If the
+// hold had ended before (taken away, or the lease lost), it returns an error
+// matching ErrLost and changes nothing in Redis. If Redis could not be
+// reached, it returns that error; the session keeps retrying the release in
+// the background until it succeeds or the session ends, and calling Release
+// again retries at once. A hold ended by Session.Close is released already.
+func (h *Hold) Release(ctx context.Context) error { return h.h.Release(ctx) }
+
+// CheckName returns an error matching ErrInvalidName unless name is a valid
+// resource name: 1 to MaxNameLen bytes.
+func CheckName(name string) error { return lease.CheckName(name) }

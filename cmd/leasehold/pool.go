@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/pool"
 )
 
 const poolAbout = `Manages key pools: named sets of members (shards, GPU slots, accounts) that
@@ -94,6 +95,7 @@ func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 		}
 		_, removed, err := e.PoolChange(ctx, name, "remove", keys)
 		if errors.Is(err, scripts.ErrNotMember) {
+			err = scripts.Relabel(err, scripts.ErrNotMember, pool.ErrNotMember)
 			return fail(exitError, "pool %q: rm: %s; nothing removed", name, strings.TrimPrefix(err.Error(), "pool: "))
 		}
 		if err != nil {

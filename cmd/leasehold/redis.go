@@ -302,7 +302,7 @@ func human(d time.Duration) string {
 
 // sidOf returns the session id in a hold id "<sid>.<n>".
 func sidOf(hid string) string {
-	sid, _, _ := strings.Cut(hid, ".")
+	sid := scripts.SessionOf(hid)
 	return sid
 }
 

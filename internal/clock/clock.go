@@ -1,25 +1,13 @@
-// Package clock is the session's time source and the arithmetic of local
-// lease deadlines.
+// Package clock is the arithmetic of local lease deadlines.
 //
 // All deadlines are computed from time.Time values that carry Go's monotonic
-// clock reading, so wall-clock steps (NTP, manual changes) never move them.
-// Tests swap the Clock, or run under testing/synctest where the standard
-// time package is itself virtual.
+// clock reading (time.Now), so wall-clock steps (NTP, manual changes) never
+// move them. There is no Clock interface to swap: the timing tests run under
+// testing/synctest, where time.Now, timers and sleeps are virtual together,
+// which a swapped Now alone could not give the loop's timers.
 package clock
 
 import "time"
-
-// Clock tells the time. Real is the production implementation.
-type Clock interface {
-	// Now returns the current time with a monotonic reading.
-	Now() time.Time
-}
-
-// Real is the system clock.
-type Real struct{}
-
-// Now returns time.Now().
-func (Real) Now() time.Time { return time.Now() }
 
 const (
 	// DriftPPM is the largest rate difference between the client's and the

@@ -141,7 +141,7 @@ func (e Env) PoolChange(ctx context.Context, name, op string, keys []string) (ad
 	if len(v) != 2 {
 		return 0, 0, errReply
 	}
-	if code, _ := v[0].AsInt64(); code == -3 {
+	if code, _ := v[0].AsInt64(); code == replyNotMember {
 		k, _ := v[1].ToString()
 		return 0, 0, fmt.Errorf("%w: %q", ErrNotMember, k)
 	}

@@ -15,7 +15,7 @@ func (e Env) waitCmd() rueidis.Completed {
 
 // ErrNotReplicated reports that fewer replicas than Options.ReplicaAck
 // acknowledged a write in time. A grant is then rolled back.
-var ErrNotReplicated = errors.New("not acknowledged by enough replicas")
+var ErrNotReplicated = errors.New("scripts: not acknowledged by enough replicas")
 
 // execWait runs s and, in the same round trip on the same connection, WAIT
 // for e.Acks replicas. Without Acks it is s.Exec. The result is s's reply;
@@ -162,5 +162,5 @@ func (e Env) Confirm(ctx context.Context, sid string, ttl time.Duration) (bool, 
 		return false, errReply
 	}
 	st, err := v[0].AsInt64()
-	return st == Renewed, err
+	return st == replyRenewed, err
 }

@@ -91,9 +91,9 @@ var (
 	// ErrBusy reports that a resource could not be granted without waiting.
 	ErrBusy = errors.New("resource busy")
 	// ErrLimitMismatch: the semaphore's stored limit differs from the caller's.
-	ErrLimitMismatch = errors.New("semaphore: limit differs from the one stored in Redis")
+	ErrLimitMismatch = errors.New("scripts: semaphore limit mismatch")
 	// ErrNotMember: the pool member named is not in the pool.
-	ErrNotMember = errors.New("pool: not a member")
+	ErrNotMember = errors.New("scripts: not a pool member")
 )
 
 // errReply reports a reply whose shape no script produces.
@@ -149,7 +149,7 @@ type Resource struct {
 	Value string // election: the candidate's value
 }
 
-// Value is an election leader's value as session.Hold.SetValue takes it. A
+// Value is an election leader's value as lease.Hold.SetValue takes it. A
 // type of its own marks the method as leasehold's: users cannot name it (an
 // untyped string constant still converts to it).
 type Value string
@@ -179,11 +179,11 @@ type Status int8
 
 // Acquire outcomes.
 const (
-	Withdrawn    Status = -7 // the hold id was withdrawn for good (a late or repeated attempt)
-	epochMissing Status = -5 // handled inside Env: the marker is recreated and the call retried
-	LeaseGone    Status = -1 // the caller's own lease no longer exists
-	Busy         Status = 0  // not granted; queued when the caller asked to wait
-	Granted      Status = 1
+	Withdrawn    Status = replyWithdrawn    // the hold id was withdrawn for good (a late or repeated attempt)
+	epochMissing Status = replyEpochMissing // handled inside Env: the marker is recreated and the call retried
+	LeaseGone    Status = replyLeaseGone    // the caller's own lease no longer exists
+	Busy         Status = replyBusy         // not granted; queued when the caller asked to wait
+	Granted      Status = replyGranted
 )
 
 // Grant is the reply of an acquire attempt.
@@ -206,10 +206,10 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 	var x execer
 	switch r.Kind {
 	case Mutex:
-		x = execer{mutexAcquire, append(e.mutexKeys(r.Name), e.K.Lease(sidOf(hid))),
+		x = execer{mutexAcquire, append(e.mutexKeys(r.Name), e.K.Lease(SessionOf(hid))),
 			[]string{hid, w + e.sharded() + ms(e.LockDelay)}}
 	case Semaphore:
-		x = execer{semAcquire, append(e.semKeys(r.Name), e.K.Lease(sidOf(hid))),
+		x = execer{semAcquire, append(e.semKeys(r.Name), e.K.Lease(SessionOf(hid))),
 			[]string{e.K.Prefix, hid, w, e.sharded(), r.Name, strconv.FormatInt(r.N, 10), strconv.FormatInt(r.Limit, 10)}}
 	case Pool:
 		x = execer{poolAcquire, e.poolKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
@@ -276,19 +276,19 @@ func parseGrant(v []rueidis.RedisMessage, name string) (Grant, error) {
 		ints = append(ints, n)
 	}
 	switch {
-	case len(ints) == 1 && ints[0] == -1:
+	case len(ints) == 1 && ints[0] == replyLeaseGone:
 		return Grant{Status: LeaseGone}, nil
-	case len(ints) == 1 && ints[0] == -5:
+	case len(ints) == 1 && ints[0] == replyEpochMissing:
 		return Grant{Status: epochMissing}, nil
-	case len(ints) == 1 && ints[0] == -7:
+	case len(ints) == 1 && ints[0] == replyWithdrawn:
 		return Grant{Status: Withdrawn}, nil
-	case len(ints) == 2 && ints[0] == -2:
+	case len(ints) == 2 && ints[0] == replyLimitMismatch:
 		return Grant{}, fmt.Errorf("%w: stored limit is %d", ErrLimitMismatch, ints[1])
-	case len(ints) == 1 && ints[0] == -3:
+	case len(ints) == 1 && ints[0] == replyNotMember:
 		return Grant{}, ErrNotMember
-	case len(ints) == 2 && ints[0] == 1:
+	case len(ints) == 2 && ints[0] == replyGranted:
 		return Grant{Status: Granted, Token: ints[1], Resource: resource}, nil
-	case len(ints) == 3 && ints[0] == 0:
+	case len(ints) == 3 && ints[0] == replyBusy:
 		return Grant{Status: Busy, Wait: time.Duration(max(ints[1], 0)) * time.Millisecond, Position: ints[2]}, nil
 	}
 	return Grant{}, fmt.Errorf("%w: %v", errReply, v)
@@ -341,7 +341,7 @@ func (e Env) releaseCmd(r Resource, hid string, withdraw bool) execer {
 	}
 	switch r.Kind {
 	case Mutex:
-		return execer{mutexRelease, append(e.mutexKeys(r.Name), e.K.Lease(sidOf(hid))), []string{hid, e.sharded() + w}}
+		return execer{mutexRelease, append(e.mutexKeys(r.Name), e.K.Lease(SessionOf(hid))), []string{hid, e.sharded() + w}}
 	case Semaphore:
 		return execer{semRelease, e.semKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
 			strconv.FormatInt(r.N, 10), w}}
@@ -399,17 +399,20 @@ func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay ti
 	}
 }
 
+// LeaseState is the state of a lease as Heartbeat reports it.
+type LeaseState int8
+
 // Lease states reported by Heartbeat.
 const (
-	Renewed     = 1 // the lease was renewed
-	Gone        = 0 // the lease no longer exists: the session is lost
-	Reclaimable = 2 // the lease is gone because Redis lost its data, within the restart grace
+	Renewed     LeaseState = replyRenewed     // the lease was renewed
+	Gone        LeaseState = replyGone        // the lease no longer exists: the session is lost
+	Reclaimable LeaseState = replyReclaimable // the lease is gone because Redis lost its data, within the restart grace
 )
 
 // Heartbeat renews the lease of session sid for ttl, forgetting the revoked
 // hold ids in acked. It reports the lease state and the hold ids taken away
 // from the session that are not acknowledged yet.
-func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked []string) (int, []string, error) {
+func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked []string) (LeaseState, []string, error) {
 	args := make([]string, 0, 2+len(acked))
 	args = append(args, ms(ttl), e.K.Prefix)
 	args = append(args, acked...)
@@ -430,7 +433,7 @@ func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked
 			return 0, nil, err
 		}
 		switch status {
-		case int64(epochMissing):
+		case replyEpochMissing:
 			if attempt > 0 {
 				return 0, nil, fmt.Errorf("%w: epoch marker missing again", errReply)
 			}
@@ -438,8 +441,8 @@ func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked
 				return 0, nil, err
 			}
 			continue
-		case Gone, Reclaimable:
-			return int(status), nil, nil
+		case replyGone, replyReclaimable:
+			return LeaseState(status), nil, nil
 		}
 		revoked := make([]string, 0, len(v)-1)
 		for _, m := range v[1:] {
@@ -500,11 +503,11 @@ func (e Env) Reclaim(ctx context.Context, sid, owner string, ttl, lockDelay time
 			return nil, err
 		}
 		switch status {
-		case 0:
+		case replyReclaimed:
 			return nil, nil
-		case -6:
+		case replyNotReclaimable:
 			return nil, ErrNotReclaimable
-		case -5:
+		case replyEpochMissing:
 			if attempt > 0 {
 				return nil, fmt.Errorf("%w: epoch marker missing again", errReply)
 			}
@@ -584,12 +587,6 @@ func str(m rueidis.RedisMessage, dst *string) (err error) {
 func num(m rueidis.RedisMessage, dst *int64) (err error) {
 	*dst, err = m.AsInt64()
 	return err
-}
-
-// sidOf returns the session id part of hold id "<sid>.<n>".
-func sidOf(hid string) string {
-	sid, _, _ := strings.Cut(hid, ".")
-	return sid
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -1,4 +1,4 @@
-package session
+package lease
 
 import (
 	"cmp"
@@ -24,22 +24,31 @@ import (
 // time) report back on buffered channels. Only the loop goroutine cancels the
 // session context for a lost lease and closes Session.exited.
 type loop struct {
-	s *Session
+	s *Session // immutable
 
-	acks     map[string]bool // revoked ids to acknowledge in the next heartbeat
-	deadline time.Time
+	// Immutable after newLoop: the helpers' reply channels (buffer 1: at
+	// most one helper of each kind is in flight) and the helpers' bound.
+	beatDone    chan beatResult
+	reclaimDone chan reclaimResult
+	cleanDone   chan []pendingRelease // the releases that failed again
+	subDone     chan subResult
+	bg          context.Context    // canceled when the loop ends; bounds helpers
+	stopBg      context.CancelFunc // called by shutdown
+	wg          sync.WaitGroup     // the helpers; waited for by shutdown
+	closing     sync.WaitGroup     // notification connections being given back (giveBack)
+	log         *slog.Logger       // set by run: records go through the logQueue, never the user's handler here
 
+	// Owned by the loop goroutine: everything below.
+	acks          map[string]bool // revoked ids to acknowledge in the next heartbeat
+	deadline      time.Time       // local lease deadline (published in Session.deadline)
 	beatTimer     *time.Timer
 	deadlineTimer *time.Timer
-	beating       bool
-	beatDone      chan beatResult
-	reclaimDone   chan reclaimResult
+	beating       bool // a heartbeat or reclaim helper is in flight
 	backoff       *backoff.ExponentialBackOff
 
 	pending    []pendingRelease // releases whose outcome is unknown; retried
-	cleaning   bool
-	cleanDone  chan []pendingRelease // the ones that failed again
-	cleanTimer *time.Timer           // retries failed releases
+	cleaning   bool             // a release batch helper is in flight
+	cleanTimer *time.Timer      // retries failed releases
 	cleanPause time.Duration
 
 	sub        rueidis.DedicatedClient // the notification connection, nil when none
@@ -47,27 +56,16 @@ type loop struct {
 	subErr     <-chan error    // reports the loss of sub
 	subDropped <-chan struct{} // the server dropped a subscription of sub
 	subChans   map[string]bool // channels subscribed on sub
-	subDone    chan subResult
-	subWant    []subWant
-	subbing    bool // a subscribe helper is in flight
+	subWant    []subWant       // subscribe requests not answered yet
+	subbing    bool            // a subscribe helper is in flight
 
-	bg     context.Context // canceled when the loop ends; bounds helpers
-	stopBg context.CancelFunc
-	wg     sync.WaitGroup
-
-	exit     bool
+	exit     bool       // set by lose and close: run returns after this request
 	closeErr chan error // set by close: the reply of Close
-
-	// log is the loop's logger: its records reach the user's handler from
-	// the session's logQueue goroutine, never from the loop's.
-	log *slog.Logger
-
-	closing sync.WaitGroup // notification connections being given back
 }
 
 type beatResult struct {
 	sent    time.Time
-	state   int // scripts.Renewed, Gone or Reclaimable
+	state   scripts.LeaseState
 	revoked []string
 	acked   []string
 	err     error
@@ -107,10 +105,10 @@ func newLoop(s *Session, sent time.Time) *loop {
 	l.backoff.InitialInterval = min(s.opt.Heartbeat/10, 50*time.Millisecond)
 	l.backoff.MaxInterval = s.opt.Heartbeat / 2
 	l.bg, l.stopBg = context.WithCancel(context.Background())
-	l.beatTimer = time.NewTimer(sent.Add(s.opt.Heartbeat).Sub(s.clk.Now()))
+	l.beatTimer = time.NewTimer(sent.Add(s.opt.Heartbeat).Sub(time.Now()))
 	l.cleanTimer = time.NewTimer(time.Hour)
 	l.cleanTimer.Stop()
-	l.deadlineTimer = time.NewTimer(l.deadline.Sub(s.clk.Now()))
+	l.deadlineTimer = time.NewTimer(l.deadline.Sub(time.Now()))
 	return l
 }
 
@@ -158,7 +156,7 @@ func (l *loop) beat() {
 	for id := range l.acks {
 		acked = append(acked, id)
 	}
-	sent := s.clk.Now()
+	sent := time.Now()
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
 	l.wg.Go(func() {
 		defer cancel()
@@ -174,7 +172,7 @@ func (l *loop) onBeat(r beatResult) {
 		s.met.heartbeat("error", 0)
 		wait := l.backoff.NextBackOff()
 		l.log.Warn("heartbeat failed; retrying", "session", s.id, "err", r.err,
-			"retry_in", wait, "deadline_in", l.deadline.Sub(s.clk.Now()))
+			"retry_in", wait, "deadline_in", l.deadline.Sub(time.Now()))
 		l.beatTimer.Reset(wait)
 		return
 	}
@@ -189,7 +187,7 @@ func (l *loop) onBeat(r beatResult) {
 		return
 	}
 	l.backoff.Reset()
-	now := s.clk.Now()
+	now := time.Now()
 	s.met.heartbeat("ok", now.Sub(r.sent))
 	l.confirmed(r.sent, now)
 	for _, id := range r.acked {
@@ -229,7 +227,7 @@ func (l *loop) reclaim() {
 		holds = append(holds, scripts.Held{R: h.reclaimed(), HoldID: h.hid, Token: h.token, Member: h.resource})
 	}
 	l.log.Warn("Redis lost its data; reclaiming the lease and holds", "session", s.id, "holds", len(holds))
-	sent := s.clk.Now()
+	sent := time.Now()
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
 	l.wg.Go(func() {
 		defer cancel()
@@ -252,7 +250,7 @@ func (l *loop) onReclaim(r reclaimResult) {
 		return
 	}
 	l.backoff.Reset()
-	now := s.clk.Now()
+	now := time.Now()
 	l.confirmed(r.sent, now)
 	for _, id := range r.lost {
 		s.holds.end(id, func(h *Hold) error {
@@ -268,7 +266,7 @@ func (l *loop) onReclaim(r reclaimResult) {
 // revoke ends hold id with ErrLost: the server says it was taken away.
 func (l *loop) revoke(id string) {
 	l.acks[id] = true
-	if h := l.s.holds.revoke(id, l.s.clk.Now()); h != nil {
+	if h := l.s.holds.revoke(id, time.Now()); h != nil {
 		l.log.Warn("hold lost", "session", l.s.id, "kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
 	}
 }
@@ -278,7 +276,7 @@ func takenAway(h *Hold) error {
 }
 
 func (l *loop) checkDeadline() {
-	now := l.s.clk.Now()
+	now := time.Now()
 	if now.Before(l.deadline) {
 		l.deadlineTimer.Reset(l.deadline.Sub(now))
 		return
@@ -382,52 +380,75 @@ func cleanup(ctx context.Context, s *Session, ps []pendingRelease) error {
 
 // shutdown runs when the loop exits: it stops the helpers, then releases every
 // hold and deletes the lease (best effort, bounded by the TTL), and replies to
-// Close.
+// Close. One cutoff bounds all of it: Close takes at most about one TTL even
+// when Redis hangs. Helpers in flight end by the local deadline, which is
+// never later than the cutoff.
 func (l *loop) shutdown() {
 	s := l.s
 	s.met.sessionEnded(s.id, context.Cause(s.ctx))
-	// One cutoff bounds all of it: Close takes at most about one TTL even
-	// when Redis hangs. Helpers in flight end by the local deadline, which
-	// is never later than the cutoff.
 	ctx, cancel := context.WithTimeout(context.Background(), s.opt.TTL)
 	defer cancel()
+	l.stopHelpers()
+	l.drainRequests()
+	done := l.startCleanup(ctx)
+	l.dropNotifications()
+	l.reply(l.awaitCleanup(ctx, done))
+	s.logq.close() // the loop logs nothing after this
+}
+
+// stopHelpers stops the timers and waits for the helpers in flight, which
+// their bound (bg) ends at once.
+func (l *loop) stopHelpers() {
 	l.beatTimer.Stop()
 	l.deadlineTimer.Stop()
 	l.cleanTimer.Stop()
 	l.stopBg()
 	l.wg.Wait()
-	s.dropDedicate() // no subscribe helper is left to take it
-	// Run what was posted after the loop decided to exit: a Claim that rolls
-	// back a grant it could not confirm posts its release at that moment,
-	// and dropping it would leave the grant recorded until the lease expires
-	// (longer, if an unacknowledged renewal reached Redis). With l.exit set
-	// these only queue: releases join l.pending below. A post racing this
-	// drain can still be left in the buffer.
+	l.s.dropDedicate() // no subscribe helper is left to take it
+}
+
+// drainRequests runs what was posted after the loop decided to exit: a
+// Claim that rolls back a grant it could not confirm posts its release at
+// that moment, and dropping it would leave the grant recorded until the
+// lease expires (longer, if an unacknowledged renewal reached Redis). With
+// l.exit set these only queue: releases join l.pending. A post racing this
+// drain can still be left in the buffer. It also takes back the releases of
+// a batch that failed meanwhile.
+func (l *loop) drainRequests() {
 	for drained := false; !drained; {
 		select {
-		case f := <-s.reqs:
+		case f := <-l.s.reqs:
 			f(l)
 		default:
 			drained = true
 		}
 	}
-	// Drain results the helpers may have left; they are moot now.
 	select {
 	case failed := <-l.cleanDone:
 		l.pending = append(failed, l.pending...)
 	default:
 	}
+}
+
+// startCleanup releases the pending releases and every live hold and
+// deletes the lease, apart: rueidis can block past a context on a hung
+// server (its reconnect handshake has its own timeouts), and Close must
+// not. Left behind at the cutoff, the cleanup ends when the client gives up
+// on its requests (at once when Close closes the session's client).
+func (l *loop) startCleanup(ctx context.Context) <-chan error {
 	ps := l.pending
-	for _, h := range s.holds.snapshot() {
+	for _, h := range l.s.holds.snapshot() {
 		ps = append(ps, pendingRelease{r: h.res, hid: h.hid})
 	}
-	// The cleanup runs apart: rueidis can block past a context on a hung
-	// server (its reconnect handshake has its own timeouts), and Close must
-	// not. Left behind at the cutoff, the cleanup ends when the client gives
-	// up on its requests (at once when Close closes the session's client).
 	done := make(chan error, 1)
-	go func() { done <- cleanup(ctx, s, ps) }()
-	// Meanwhile, the notification connection goes back (see giveBack).
+	go func() { done <- cleanup(ctx, l.s, ps) }()
+	return done
+}
+
+// dropNotifications gives back the notification connection, also one a
+// subscribe helper brought back (see giveBack), and answers the waiting
+// subscribe requests with the session's end.
+func (l *loop) dropNotifications() {
 	select {
 	case r := <-l.subDone:
 		if r.dc != nil { // failed or not, the connection goes back
@@ -436,9 +457,14 @@ func (l *loop) shutdown() {
 	default:
 	}
 	for _, w := range l.subWant {
-		w.reply <- context.Cause(s.ctx)
+		w.reply <- context.Cause(l.s.ctx)
 	}
 	l.dropSubscription()
+}
+
+// awaitCleanup returns the cleanup's result, or an error at the cutoff; it
+// then waits for the connections being given back, within the same cutoff.
+func (l *loop) awaitCleanup(ctx context.Context, done <-chan error) error {
 	var err error
 	select {
 	case err = <-done: // first, if the cutoff also passed meanwhile
@@ -446,21 +472,28 @@ func (l *loop) shutdown() {
 		select {
 		case err = <-done:
 		case <-ctx.Done():
-			err = fmt.Errorf("cleanup still waiting for Redis after %v", s.opt.TTL)
+			err = fmt.Errorf("cleanup still waiting for Redis after %v", l.s.opt.TTL)
 		}
 	}
 	l.waitClosing(ctx)
 	if err != nil {
-		l.log.Warn("cleanup after session end failed; the lease will expire", "session", s.id, "err", err)
-		err = fmt.Errorf("session: close: %w", err)
+		l.log.Warn("cleanup after session end failed; the lease will expire", "session", l.s.id, "err", err)
+		err = fmt.Errorf("session: close: %w", relabel(err))
 	}
-	if l.closeErr != nil {
-		if context.Cause(s.ctx) != ErrClosed {
-			err = nil // lost before Close: nothing Close could do
-		}
-		l.closeErr <- err
+	return err
+}
+
+// reply answers Close, if it asked: with the cleanup's error when Close
+// ended the session, with nil when it had been lost before (nothing Close
+// could do).
+func (l *loop) reply(err error) {
+	if l.closeErr == nil {
+		return
 	}
-	s.logq.close() // the loop logs nothing after this
+	if context.Cause(l.s.ctx) != ErrClosed {
+		err = nil
+	}
+	l.closeErr <- err
 }
 
 // waitClosing waits for the notification connections being given back, at

@@ -1,4 +1,4 @@
-package session
+package lease
 
 // Deterministic timing tests of the session's lease handling.
 //
@@ -1019,7 +1019,7 @@ func TestTimingCloseRedisDown(t *testing.T) {
 // Redis and by Dial without dialling.
 func TestOptionsValidation(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
-		o, err := Options{}.withDefaults()
+		o, err := Options{}.WithDefaults()
 		if err != nil {
 			t.Fatalf("withDefaults: %v", err)
 		}
@@ -1045,7 +1045,7 @@ func TestOptionsValidation(t *testing.T) {
 			t.Errorf("Logger = nil, want a discarding logger")
 		}
 
-		o, err = Options{TTL: time.Second, Owner: "me", Namespace: "ns"}.withDefaults()
+		o, err = Options{TTL: time.Second, Owner: "me", Namespace: "ns"}.WithDefaults()
 		if err != nil {
 			t.Fatalf("withDefaults: %v", err)
 		}
@@ -1062,7 +1062,7 @@ func TestOptionsValidation(t *testing.T) {
 		{LockDelay: time.Second},
 	}
 	for _, o := range valid {
-		if _, err := o.withDefaults(); err != nil {
+		if _, err := o.WithDefaults(); err != nil {
 			t.Errorf("withDefaults(%+v) = %v, want valid", o, err)
 		}
 	}
@@ -1113,7 +1113,7 @@ func TestOptionsValidation(t *testing.T) {
 
 	for _, tc := range invalid {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := tc.o.withDefaults(); !errors.Is(err, ErrInvalidOptions) {
+			if _, err := tc.o.WithDefaults(); !errors.Is(err, ErrInvalidOptions) {
 				t.Errorf("withDefaults = %v, want ErrInvalidOptions", err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)

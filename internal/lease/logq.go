@@ -1,4 +1,4 @@
-package session
+package lease
 
 import (
 	"context"
@@ -17,11 +17,11 @@ import (
 // helpers run on the loop's behalf). After close, records are handled on the
 // caller's goroutine.
 type logQueue struct {
-	mu      sync.RWMutex // guards closed against sends on a closed q
-	closed  bool
-	q       chan queued
-	dropped atomic.Int64
-	done    chan struct{} // closed when run has handled the last record
+	mu      sync.RWMutex  // guards closed against sends on a closed q
+	closed  bool          // guarded by mu
+	q       chan queued   // immutable; sent to under mu.RLock, closed under mu.Lock
+	dropped atomic.Int64  // records dropped since the last one handled; any goroutine
+	done    chan struct{} // immutable; closed when run has handled the last record
 }
 
 type queued struct {

@@ -1,4 +1,4 @@
-package session
+package lease
 
 import (
 	"context"
@@ -31,11 +31,23 @@ const (
 // the session ends. ctx bounds only the wait: the hold lives until Release
 // or loss. Its type is internal: it is for leasehold's own packages.
 func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Hold, error) {
+	h, _, err := s.claim(ctx, r, wait)
+	return h, err
+}
+
+// ClaimPublic is Claim returning the public hold that wraps the Hold (see
+// Public): internal/hook's Claim, so that a Hold need not point back to it.
+func (s *Session) ClaimPublic(ctx context.Context, r scripts.Resource, wait bool) (any, error) {
+	_, pub, err := s.claim(ctx, r, wait)
+	return pub, err
+}
+
+func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Hold, any, error) {
 	if err := CheckName(r.Name); err != nil {
-		return nil, fmt.Errorf("%s %q: %w", r.Kind, r.Name, err)
+		return nil, nil, fmt.Errorf("%s %q: %w", r.Kind, r.Name, err)
 	}
 	if err := s.usable(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hid := s.newHoldID()
 	start := time.Now()
@@ -54,28 +66,28 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			return s.addHold(r, hid, next.Resource, next.Token, start, false, uncertain)
 		case err == nil && next.Status == scripts.Withdrawn:
 			// Only a Claim that already gave up withdraws its hold id.
-			return nil, fmt.Errorf("session: acquire %s %q: hold id %s was withdrawn", r.Kind, r.Name, hid)
+			return nil, nil, fmt.Errorf("session: acquire %s %q: hold id %s was withdrawn", r.Kind, r.Name, hid)
 		case err == nil && next.Status == scripts.LeaseGone:
 			cause := fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost)
 			s.post(func(l *loop) { l.lose(cause) })
-			return nil, cause
+			return nil, nil, cause
 		case errors.Is(err, scripts.ErrLimitMismatch) || errors.Is(err, scripts.ErrNotMember):
 			// The acquire scripts' rule: with these replies they leave no
 			// grant and no queue entry for hid (they withdraw it if needed).
-			return nil, err
+			return nil, nil, err
 		case errors.Is(err, scripts.ErrNotReplicated):
-			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
-			return nil, fmt.Errorf("session: acquire %s %q: grant rolled back: %w", r.Kind, r.Name, err)
+			s.withdraw(r, hid)
+			return nil, nil, fmt.Errorf("session: acquire %s %q: grant rolled back: %w", r.Kind, r.Name, relabel(err))
 		case err != nil && (!wait || ctx.Err() != nil || s.usable() != nil):
 			// The attempt may have queued or granted hid: withdraw it.
-			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
+			s.withdraw(r, hid)
 			if e := s.usable(); e != nil {
-				return nil, e
+				return nil, nil, e
 			}
 			if ctx.Err() != nil {
-				return nil, context.Cause(ctx)
+				return nil, nil, context.Cause(ctx)
 			}
-			return nil, fmt.Errorf("session: acquire %s %q: %w", r.Kind, r.Name, err)
+			return nil, nil, fmt.Errorf("session: acquire %s %q: %w", r.Kind, r.Name, err)
 		case err != nil:
 			// A Redis error while waiting (a dropped connection, a restarting
 			// server) does not end the wait: retry with the same hold id, which
@@ -86,7 +98,7 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			next = scripts.Grant{Wait: pause}
 			pause = min(2*pause, maxRetry)
 		case !wait:
-			return nil, scripts.ErrBusy
+			return nil, nil, scripts.ErrBusy
 		default:
 			pause = minRetry
 		}
@@ -96,8 +108,8 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			t.Stop()
 			if n.token != 0 {
 				if err := s.confirm(ctx); err != nil {
-					s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
-					return nil, fmt.Errorf("session: acquire %s %q: hand-off rolled back: %w", r.Kind, r.Name, err)
+					s.withdraw(r, hid)
+					return nil, nil, fmt.Errorf("session: acquire %s %q: hand-off rolled back: %w", r.Kind, r.Name, relabel(err))
 				}
 				return s.addHold(r, hid, n.resource, n.token, start, true, uncertain)
 			}
@@ -106,13 +118,24 @@ func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
-			s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
-			return nil, context.Cause(ctx)
+			s.withdraw(r, hid)
+			return nil, nil, context.Cause(ctx)
 		case <-s.ctx.Done():
 			t.Stop()
-			return nil, context.Cause(s.ctx)
+			return nil, nil, context.Cause(s.ctx)
 		}
 	}
+}
+
+// withdraw releases hid, or takes it out of r's queue, from the loop, which
+// retries until Redis confirms. The rule of Claim's exits: an exit after an
+// attempt that may have queued or granted hid (a grant it will not return,
+// a Redis error with an unknown outcome, ctx's end while queued) withdraws
+// it; the exits on a reply that leaves nothing for hid (busy without wait,
+// withdrawn, limit mismatch, not a member, lease gone) do not, nor does the
+// session's end (its lease is gone, so whatever hid left is dead).
+func (s *Session) withdraw(r scripts.Resource, hid string) {
+	s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
 }
 
 // attempt runs one acquire attempt; with wait, it first makes sure the
@@ -153,21 +176,21 @@ func recheckAfter(hint time.Duration) time.Duration {
 // addHold registers a granted hold. start is when the caller asked for it;
 // handoff tells whether a releasing script handed it over; uncertain whether
 // an attempt for it failed with an unknown outcome (see Hold.uncertain).
-func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64, start time.Time, handoff, uncertain bool) (*Hold, error) {
-	h := s.newHold(r, hid, resource, token)
+func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64, start time.Time, handoff, uncertain bool) (*Hold, any, error) {
+	h, pub := s.newHold(r, hid, resource, token)
 	h.uncertain = uncertain
 	if !s.holds.add(h) {
-		return nil, h.Err()
+		return nil, nil, h.Err()
 	}
 	if err := h.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if s.met != nil {
 		kind := r.Kind.String()
 		s.met.holdGranted(kind, time.Since(start), handoff)
 		context.AfterFunc(h.ctx, func() { s.met.holdEnded(kind, context.Cause(h.ctx)) })
 	}
-	return h, nil
+	return h, pub, nil
 }
 
 // CheckName returns an error matching ErrInvalidName unless name is a valid
@@ -190,8 +213,8 @@ type notice struct {
 
 // waiters routes grant notifications to the goroutines waiting in Claim.
 type waiters struct {
-	mu sync.Mutex
-	m  map[string]chan notice
+	mu sync.Mutex             // guards m
+	m  map[string]chan notice // guarded by mu: buffer 1, by hold id
 }
 
 func (w *waiters) add(hid string) chan notice {

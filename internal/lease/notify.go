@@ -1,4 +1,4 @@
-package session
+package lease
 
 import (
 	"context"
@@ -297,8 +297,8 @@ func (s *Session) Recheck() <-chan struct{} { return *s.recheck.Load() }
 
 // watchers routes channel messages to Watch callers.
 type watchers struct {
-	mu sync.Mutex
-	m  map[string]map[chan string]bool
+	mu sync.Mutex                      // guards m
+	m  map[string]map[chan string]bool // guarded by mu: channel name to its watchers
 }
 
 func (w *watchers) add(ch string, c chan string) {

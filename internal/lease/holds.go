@@ -1,4 +1,4 @@
-package session
+package lease
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 // release never wake the loop (two goroutine hand-offs per lock+release on
 // the hot path); the loop reads it to revoke, reclaim and clean up.
 type holdTable struct {
-	mu    sync.Mutex
-	m     map[string]*Hold
-	early map[string]time.Time // revoked before registered: a grant racing a Reset
-	ended error                // why the session ended (endAll): no more holds
+	mu    sync.Mutex           // guards the fields below
+	m     map[string]*Hold     // guarded by mu: the live holds by hold id
+	early map[string]time.Time // guarded by mu: revoked before registered (a grant racing a Reset)
+	ended error                // guarded by mu: why the session ended (endAll): no more holds
 }
 
 // add records h. It reports false when the session has ended; h is then

@@ -1,4 +1,4 @@
-package session
+package lease
 
 import (
 	"context"
@@ -10,50 +10,45 @@ import (
 	"github.com/leasehold/leasehold/internal/scripts"
 )
 
-// Hold is something a session holds: a mutex, permits of a semaphore, a key
-// of a pool, leadership of an election. Its context is canceled when the hold
-// ends, and always before anyone else can be granted the same resource:
-// on Release, on Close, when the hold is taken away (ErrLost) and when the
-// session's lease can no longer be proven alive (ErrLeaseLost).
-//
-// An application must be ready for the hold to end at any moment: watch
-// Context (or Done) and stop acting on the resource when it is canceled, and
-// pass Token to anything that can reject stale writers.
-//
-// A Hold is safe for concurrent use.
+// Hold is the state behind a session.Hold, allocated inside it (see
+// Public). Its exported methods are documented on session.Hold.
 type Hold struct {
+	// Immutable after newHold.
 	s        *Session
 	res      scripts.Resource
 	hid      string
 	resource string
 	token    int64
 	ctx      context.Context
-	cancel   context.CancelCauseFunc
+	cancel   context.CancelCauseFunc // called by Release, the hold table and the loop; the first cause wins
 
-	value atomic.Pointer[string] // election: the value last proclaimed, if any
+	value atomic.Pointer[string] // election: the value last proclaimed, if any; any goroutine
 
-	mu       sync.Mutex // serializes Release
-	released bool       // the server confirmed the release
-	unsure   bool       // a release attempt failed: it may have happened
+	mu       sync.Mutex // serializes Release; guards the three flags below
+	released bool       // guarded by mu: the server confirmed the release
+	// unsure, guarded by mu: a release attempt failed: it may have happened.
+	unsure bool
 	// uncertain: an acquire attempt for this hold id failed with an unknown
-	// outcome and may still arrive late: the release withdraws the id.
+	// outcome and may still arrive late: the release withdraws the id. Set
+	// before the hold is published (addHold), read under mu.
 	uncertain bool
 }
 
-func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64) *Hold {
-	h := &Hold{s: s, res: r, hid: hid, resource: resource, token: token}
+// newHold returns a new hold and the public hold that wraps it.
+func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64) (*Hold, any) {
+	h, pub := public.NewHold()
+	h.s, h.res, h.hid, h.resource, h.token = s, r, hid, resource, token
 	// Not a child of s.ctx: with every hold in s.ctx's children, concurrent
 	// grants and releases contend for its lock. The hold table ends the
 	// holds when the session ends (holdTable.endAll, called by the loop).
 	h.ctx, h.cancel = context.WithCancelCause(context.Background())
-	return h
+	return h, pub
 }
 
 // SetValue records the election value a reclaim recreates for h after Redis
 // lost its data; election.Proclaim calls it before it sends the new value,
-// so that a reclaimed leader keeps its latest value, not its Campaign's. It
-// is for leasehold's own packages (its parameter type is internal, though an
-// untyped string constant converts to it); other kinds of hold ignore it.
+// so that a reclaimed leader keeps its latest value, not its Campaign's.
+// Other kinds of hold ignore it.
 // Concurrent Proclaims may record their values in another order than Redis
 // applied them, so a reclaim may bring back either.
 func (h *Hold) SetValue(v scripts.Value) {
@@ -78,29 +73,22 @@ func (h *Hold) describe() string {
 	return fmt.Sprintf("%s %q", h.res.Kind, h.res.Name)
 }
 
-// Resource returns what is held: the mutex or election name, or the pool key
-// that was claimed.
+// Resource is session.Hold.Resource.
 func (h *Hold) Resource() string { return h.resource }
 
-// ID returns the hold id, unique across sessions: "<session id>.<n>".
-// Inspection tools show it.
+// ID is session.Hold.ID.
 func (h *Hold) ID() string { return h.hid }
 
-// Token returns the fencing token of the grant: strictly increasing per
-// resource across all holders.
+// Token is session.Hold.Token.
 func (h *Hold) Token() int64 { return h.token }
 
-// Context returns a context canceled when the hold ends; context.Cause tells
-// why (ErrReleased, ErrClosed, or an error matching ErrLost).
+// Context is session.Hold.Context.
 func (h *Hold) Context() context.Context { return h.ctx }
 
-// Done returns a channel closed when the hold ends.
+// Done is session.Hold.Done.
 func (h *Hold) Done() <-chan struct{} { return h.ctx.Done() }
 
-// Err returns nil while the hold is held, else why it ended. It reports the
-// loss as soon as the session's local deadline has passed, even if the timer
-// that cancels the context has not run yet (a loaded machine can delay it):
-// check Err right before acting on the resource.
+// Err is session.Hold.Err.
 func (h *Hold) Err() error {
 	if h.ctx.Err() != nil {
 		return context.Cause(h.ctx)
@@ -108,15 +96,7 @@ func (h *Hold) Err() error {
 	return h.s.pastDeadline()
 }
 
-// Release ends the hold: it cancels the hold's context, then frees the
-// resource in Redis, handing it to the next waiter. ctx bounds the call.
-//
-// Release is idempotent: once it succeeded, later calls return nil. If the
-// hold had ended before (taken away, or the lease lost), it returns an error
-// matching ErrLost and changes nothing in Redis. If Redis could not be
-// reached, it returns that error; the session keeps retrying the release in
-// the background until it succeeds or the session ends, and calling Release
-// again retries at once. A hold ended by Session.Close is released already.
+// Release is session.Hold.Release.
 func (h *Hold) Release(ctx context.Context) error {
 	if err := lockCtx(ctx, &h.mu); err != nil {
 		return fmt.Errorf("session: release %s: %w", h.describe(), err)
@@ -141,7 +121,7 @@ func (h *Hold) Release(ctx context.Context) error {
 	if err != nil {
 		h.unsure = true
 		h.s.post(func(l *loop) { l.release(pendingRelease{r: h.res, hid: h.hid}) })
-		return fmt.Errorf("session: release %s: %w", h.describe(), err)
+		return fmt.Errorf("session: release %s: %w", h.describe(), relabel(err))
 	}
 	h.released = true
 	if r == scripts.NotFound && !h.unsure {

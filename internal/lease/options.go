@@ -1,0 +1,108 @@
+package lease
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options is session.Options: the same fields in the same order, so that
+// each converts to the other. Their meaning and defaults are documented
+// there, on the public type.
+type Options struct {
+	Namespace           string
+	TTL                 time.Duration
+	Heartbeat           time.Duration
+	Owner               string
+	LockDelay           time.Duration
+	RestartGrace        time.Duration
+	DisableRestartGrace bool
+	ReplicaAck          int
+	ReplicaAckTimeout   time.Duration
+	Logger              *slog.Logger
+	Metrics             prometheus.Registerer
+}
+
+const (
+	minTTL          = 50 * time.Millisecond
+	maxNamespaceLen = 128
+	// MaxNameLen is the longest resource name accepted, in bytes.
+	MaxNameLen = 1024
+)
+
+// WithDefaults validates o and fills in defaults. Errors match ErrInvalidOptions.
+func (o Options) WithDefaults() (Options, error) {
+	bad := func(format string, args ...any) (Options, error) {
+		return Options{}, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	if o.Namespace == "" {
+		o.Namespace = "leasehold"
+	}
+	if strings.ContainsAny(o.Namespace, "{}") {
+		return bad("namespace %q contains '{' or '}'", o.Namespace)
+	}
+	if len(o.Namespace) > maxNamespaceLen {
+		return bad("namespace longer than %d bytes", maxNamespaceLen)
+	}
+	if o.TTL == 0 {
+		o.TTL = 10 * time.Second
+	}
+	if o.TTL < minTTL {
+		return bad("TTL %v below the minimum %v", o.TTL, minTTL)
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = o.TTL / 3
+	}
+	if o.Heartbeat < 0 || o.Heartbeat > o.TTL/2 {
+		return bad("Heartbeat %v must be > 0 and <= TTL/2 (%v)", o.Heartbeat, o.TTL/2)
+	}
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		o.Owner = host + "/" + strconv.Itoa(os.Getpid())
+	}
+	if o.LockDelay < 0 {
+		return bad("negative LockDelay %v", o.LockDelay)
+	}
+	if o.RestartGrace < 0 {
+		return bad("negative RestartGrace %v", o.RestartGrace)
+	}
+	if o.RestartGrace == 0 {
+		o.RestartGrace = o.TTL
+	}
+	if o.RestartGrace < o.TTL && !o.DisableRestartGrace {
+		return bad("RestartGrace %v shorter than the TTL %v would let a grant overlap an unreclaimed hold", o.RestartGrace, o.TTL)
+	}
+	if o.DisableRestartGrace {
+		o.RestartGrace = 0
+	}
+	if o.ReplicaAck < 0 {
+		return bad("negative ReplicaAck %d", o.ReplicaAck)
+	}
+	if o.ReplicaAckTimeout < 0 {
+		return bad("negative ReplicaAckTimeout %v", o.ReplicaAckTimeout)
+	}
+	if o.ReplicaAckTimeout == 0 {
+		o.ReplicaAckTimeout = o.Heartbeat
+	}
+	if o.ReplicaAckTimeout > o.TTL/2 {
+		return bad("ReplicaAckTimeout %v above TTL/2", o.ReplicaAckTimeout)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o, nil
+}
+
+// Log returns o.Logger, or a logger that discards when it is nil.
+func (o Options) Log() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o.Logger
+}

@@ -1,0 +1,334 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/clock"
+	"github.com/leasehold/leasehold/internal/scripts"
+)
+
+// Session is the lease behind a session.Session: its state, its loop
+// goroutine and its hold table. Its exported methods are documented on
+// session.Session; the ones it has beyond them are for the primitives,
+// reached through internal/hook.
+type Session struct {
+	// Immutable after open.
+	env        scripts.Env             // immutable: the client, keys and script settings
+	opt        Options                 // immutable: with defaults
+	id         string                  // immutable
+	own        bool                    // immutable: Close closes env.C
+	base       time.Time               // immutable: monotonic origin of deadline
+	ctx        context.Context         // immutable; canceled by end (the loop)
+	cancel     context.CancelCauseFunc // immutable; called only by end (the loop)
+	ownChannel string                  // immutable: {ns}:n:<sid>
+	met        *metrics                // immutable; nil without Options.Metrics
+	reqs       chan func(*loop)        // immutable: requests to the loop goroutine
+	exited     chan struct{}           // immutable; closed by the loop goroutine when it returns
+	logq       *logQueue               // immutable: the loop's and the scripts' log records
+
+	// Written by the loop goroutine, read by anyone: atomics.
+	deadline atomic.Int64 // local lease deadline, ns since base
+	// ended is why the session ended, stored by the loop (end) before it
+	// ends any hold and cancels ctx: whoever sees a hold end for the
+	// session's end (lost, closed) finds Err already set.
+	ended   atomic.Pointer[error]
+	subOK   atomic.Bool                   // ownChannel subscribed (read by Claim's fast path)
+	recheck atomic.Pointer[chan struct{}] // swapped and closed by the loop when notifications may have been missed
+
+	nextHold atomic.Uint64 // hold id counter; any goroutine (Claim)
+
+	holds    holdTable // guarded by holds.mu: grants and releases, and the loop
+	waiters  waiters   // guarded by waiters.mu: Claim adds and removes, rueidis' reader delivers
+	watchers watchers  // guarded by watchers.mu: Watch adds and removes, rueidis' reader delivers
+
+	goMu     sync.Mutex     // guards goClosed and the goWG.Go calls against Close's Wait
+	goClosed bool           // guarded by goMu: set by Close, no more Go
+	goWG     sync.WaitGroup // goroutines started by Go; waited for by Close
+
+	dedMu sync.Mutex     // guards dedCh
+	dedCh chan dedicated // guarded by dedMu: the Dedicate in flight, if any (see dedicate)
+
+	closeOnce sync.Once // runs Close's body once
+	closeErr  error     // written inside closeOnce, read after it
+}
+
+// Dial is session.Dial.
+func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, error) {
+	o, err := o.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	opt.DisableCache = true
+	if opt.ConnWriteTimeout == 0 {
+		opt.ConnWriteTimeout = o.TTL / 2
+	}
+	c, err := newClient(ctx, opt)
+	if err != nil {
+		return nil, fmt.Errorf("session: dial: %w", err)
+	}
+	s, err := open(ctx, c, o, true)
+	if err != nil {
+		go c.Close() // closing a connection to a silent server takes up to a second
+		return nil, err
+	}
+	return s, nil
+}
+
+// newClient is rueidis.NewClient bounded by ctx: NewClient dials and
+// handshakes without a context, which takes up to ConnWriteTimeout on a
+// paused server and the dialer's timeout when nothing answers. A client
+// that arrives after ctx ended is closed.
+func newClient(ctx context.Context, opt rueidis.ClientOption) (rueidis.Client, error) {
+	type dialed struct {
+		c   rueidis.Client
+		err error
+	}
+	ch := make(chan dialed, 1)
+	go func() {
+		c, err := rueidis.NewClient(opt)
+		ch <- dialed{c, err}
+	}()
+	select {
+	case d := <-ch:
+		return d.c, d.err
+	case <-ctx.Done():
+		go func() {
+			if d := <-ch; d.err == nil {
+				d.c.Close()
+			}
+		}()
+		return nil, context.Cause(ctx)
+	}
+}
+
+// New is session.New.
+func New(ctx context.Context, c rueidis.Client, o Options) (*Session, error) {
+	o, err := o.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, c, o, false)
+}
+
+func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session, error) {
+	met, err := newMetrics(o.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("session: metrics: %w", err)
+	}
+	lq := newLogQueue()
+	s := &Session{
+		met:  met,
+		logq: lq,
+		env: scripts.Env{
+			C:          scripts.Bound(c),
+			K:          scripts.NewKeys(o.Namespace),
+			Sharded:    c.Mode() == rueidis.ClientModeCluster,
+			Grace:      o.RestartGrace,
+			Acks:       o.ReplicaAck,
+			AckTimeout: o.ReplicaAckTimeout,
+			Log:        lq.logger(o.Logger.Handler()),
+			LockDelay:  o.LockDelay,
+		},
+		opt:    o,
+		own:    own,
+		reqs:   make(chan func(*loop), 64),
+		exited: make(chan struct{}),
+	}
+	s.waiters.m = make(map[string]chan notice)
+	s.holds.m = make(map[string]*Hold)
+	s.holds.early = make(map[string]time.Time)
+	rc := make(chan struct{})
+	s.recheck.Store(&rc)
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.TTL)
+		defer cancel()
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			lq.close()
+		}
+	}()
+	for range 3 { // a taken id is astronomically unlikely; retry anyway
+		s.id = newID()
+		sent := time.Now()
+		// A grant confirmed after its own deadline would be a lost session.
+		octx, cancel := context.WithDeadline(ctx, clock.Deadline(sent, o.TTL))
+		ok, err := s.env.OpenLease(octx, s.id, o.Owner, o.TTL, o.LockDelay)
+		cancel()
+		if err == nil && ok && !time.Now().Before(clock.Deadline(sent, o.TTL)) {
+			err = errors.New("lease confirmed after its deadline")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("session: open lease: %w", err)
+		}
+		if ok {
+			s.ownChannel = s.env.K.Channel(s.id)
+			s.base = sent
+			s.deadline.Store(int64(clock.Deadline(sent, o.TTL).Sub(sent)))
+			l := newLoop(s, sent)
+			met.sessionOpened()
+			opened = true
+			go l.run()
+			o.Logger.Debug("session opened", "session", s.id, "ttl", o.TTL)
+			return s, nil
+		}
+	}
+	return nil, errors.New("session: could not find a free session id")
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// ID is session.Session.ID.
+func (s *Session) ID() string { return s.id }
+
+// Context is session.Session.Context.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Done is session.Session.Done.
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Err is session.Session.Err. The loop stores ended before it ends any
+// hold for the session's end (see end).
+func (s *Session) Err() error {
+	if p := s.ended.Load(); p != nil {
+		return *p
+	}
+	return s.pastDeadline()
+}
+
+// pastDeadline returns ErrLeaseLost once the local deadline has passed: the
+// deadline timer is about to cancel everything.
+func (s *Session) pastDeadline() error {
+	if time.Now().Before(s.Deadline()) {
+		return nil
+	}
+	return fmt.Errorf("%w: the local deadline has passed", ErrLeaseLost)
+}
+
+// Deadline is session.Session.Deadline.
+func (s *Session) Deadline() time.Time {
+	return s.base.Add(time.Duration(s.deadline.Load()))
+}
+
+// Close is session.Session.Close.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		cutoff := time.Now().Add(s.opt.TTL)
+		reply := make(chan error, 1)
+		select {
+		case s.reqs <- func(l *loop) { l.close(reply) }:
+			select {
+			case s.closeErr = <-reply:
+			case <-s.exited:
+			}
+		case <-s.exited:
+		}
+		<-s.exited
+		s.goMu.Lock()
+		s.goClosed = true
+		s.goMu.Unlock()
+		s.goWG.Wait()
+		// What is left may wait on a silent server or a slow log handler:
+		// rueidis closes its connections one by one, each taking up to a
+		// second. Wait for it only until the TTL since Close began, then
+		// let it finish on its own.
+		t := time.NewTimer(max(time.Until(cutoff), 0))
+		defer t.Stop()
+		if s.own {
+			closed := make(chan struct{})
+			go func() {
+				s.env.C.Close()
+				close(closed)
+			}()
+			select {
+			case <-closed:
+			case <-t.C:
+				return
+			}
+		}
+		select {
+		case <-s.logq.done:
+		case <-t.C:
+		}
+	})
+	return s.closeErr
+}
+
+// Go runs f in a goroutine that the session owns: ctx is canceled when the
+// session ends, and Close waits for f to return. It reports false, without
+// running f, once the session is closed. It is for leasehold's own packages
+// (election.Observe), so that only the session starts long-lived goroutines.
+func (s *Session) Go(f func(ctx context.Context)) bool {
+	s.goMu.Lock()
+	defer s.goMu.Unlock()
+	if s.goClosed || s.ctx.Err() != nil {
+		return false
+	}
+	s.goWG.Go(func() { f(s.ctx) })
+	return true
+}
+
+// Env returns what leasehold's primitives need to run their scripts. It is
+// for leasehold's own packages; its type is internal.
+func (s *Session) Env() scripts.Env { return s.env }
+
+// Options returns the session's options with defaults filled in.
+func (s *Session) Options() Options { return s.opt }
+
+func (s *Session) newHoldID() string {
+	return scripts.HoldID(s.id, s.nextHold.Add(1))
+}
+
+// post sends f to the loop without waiting for it to run. It reports false
+// when the loop has exited.
+func (s *Session) post(f func(*loop)) bool {
+	select {
+	case s.reqs <- f:
+		return true
+	case <-s.exited:
+		return false
+	}
+}
+
+// opCtx bounds one Redis call by ctx and by the local lease deadline: after
+// it the session is over anyway. (A call in flight when the session is
+// closed runs to its end; a grant it brings back is refused by the closed
+// hold table, and the deleted lease invalidates it in Redis.)
+func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, s.Deadline())
+}
+
+// usable returns nil while the session can grant, else the cause of its end.
+func (s *Session) usable() error {
+	if p := s.ended.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// end records cause as the session's end, ends every hold with it, then
+// cancels the session's context: in that order, so that a hold ended this
+// way implies Err, and Done implies that every hold has ended. Only the loop
+// calls it.
+func (s *Session) end(cause error) {
+	s.ended.Store(&cause)
+	s.holds.endAll(cause)
+	s.cancel(cause)
+}
