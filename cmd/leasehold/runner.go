@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
@@ -286,7 +287,7 @@ func cmdElect(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 			}
 			// A single campaign attempt that does not queue: the election
 			// package has no try (yet), the session's Claim has.
-			h, err := s.Claim(ctx, scripts.Resource{Kind: scripts.Election, Name: name, Value: *value}, false)
+			h, err := hook.Claim(ctx, s, scripts.Resource{Kind: scripts.Election, Name: name, Value: *value}, false)
 			if errors.Is(err, scripts.ErrBusy) {
 				return nil, errBusy
 			}
@@ -484,7 +485,7 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 func sessionGrace(ctx context.Context, s *session.Session) (grace, bool) {
 	ctx, cancel := context.WithTimeout(ctx, graceReadTimeout)
 	defer cancel()
-	gr, err := readGrace(ctx, s.Env())
+	gr, err := readGrace(ctx, hook.Env(s))
 	return gr, err == nil
 }
 
