@@ -157,7 +157,19 @@ func (o *optDuration) or(def time.Duration) time.Duration {
 // checkName validates a resource name as the library does.
 func checkName(kind, name string) error {
 	if err := session.CheckName(name); err != nil {
-		return fail(exitUsage, "%s name %q: %v", kind, name, err)
+		return fail(exitUsage, "%s name: %v", kind, err)
+	}
+	return nil
+}
+
+// checkExisting checks a name an operator command only reads or removes
+// (pool ls, stats, rm; reset): data written before names had to be valid
+// UTF-8 without control characters may hold others, and the operator must
+// be able to see and clean them up. Only what Redis could never have stored
+// for it is refused.
+func checkExisting(kind, name string) error {
+	if name == "" || len(name) > session.MaxNameLen {
+		return checkName(kind, name)
 	}
 	return nil
 }

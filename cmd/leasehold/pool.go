@@ -57,7 +57,11 @@ func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 		return c.usageErr("no pool NAME")
 	}
 	name, keys := rest[0], rest[1:]
-	if err := checkName("pool", name); err != nil {
+	check := checkExisting // ls, stats and rm also serve names stored before the rules
+	if op == "add" {
+		check = checkName
+	}
+	if err := check("pool", name); err != nil {
 		return err
 	}
 	switch op {
@@ -66,7 +70,7 @@ func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 			return c.usageErr("%s needs at least one KEY", op)
 		}
 		for _, k := range keys {
-			if err := checkName("pool key", k); err != nil {
+			if err := check("pool key", k); err != nil {
 				return err
 			}
 		}

@@ -39,7 +39,7 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 		return c.usageErr("one NAME at a time (or --all)")
 	}
 	if !*all {
-		if err := checkName("mutex", pos[0]); err != nil {
+		if err := checkExisting("mutex", pos[0]); err != nil {
 			return err
 		}
 	}

@@ -460,10 +460,15 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 			return fail(128+int(sig.(syscall.Signal)), "interrupted by %v while waiting for %s", sig, what)
 		case !block:
 			// A try refused during a restart grace: say so rather than
-			// that someone holds it (whether the library reports the
-			// grace as busy, as today, or with an error of its own).
+			// that someone holds it. The library says so with
+			// session.ErrRestartGrace; the marker read here adds how long
+			// ago Redis lost its data.
 			if gr, ok := sessionGrace(ctx, s); ok && gr.pending() {
 				return fail(exitNotAcquired, "%s not acquired (--wait 0): %v", what, gr)
+			}
+			if errors.Is(err, session.ErrRestartGrace) {
+				return fail(exitNotAcquired, "%s not acquired (--wait 0): %s", what,
+					strings.TrimPrefix(err.Error(), "session: "))
 			}
 			if errors.Is(err, errBusy) {
 				return fail(exitNotAcquired, "%s %s (--wait 0)", what, t.busy(ctx, s))
