@@ -1,21 +1,3 @@
-// Package election elects one leader among the sessions campaigning for a
-// name: one active scheduler among N replicas.
-//
-// Campaign blocks until the caller leads and returns the leadership as a
-// session.Hold; candidates are served FIFO, and a resigning (Release) or
-// failing leader hands over to the next live candidate in the same script
-// call. The term number is the hold's fencing token: strictly increasing
-// across leaders, so a storage layer can reject writes of a deposed leader.
-//
-// # Guarantees and limits
-//
-// A leader's hold context is canceled before anyone else can be elected (see
-// package session for the clock assumptions). A leader that stops
-// heartbeating (crash, pause, partition) is replaced after its lease expires;
-// the next candidate is elected when its fallback re-check runs, at about
-// the old lease's expiry. Observe delivers every change it sees, always the
-// latest state, in term order; under rapid changes it may skip intermediate
-// states, never deliver an older one after a newer one.
 package election
 
 import (
@@ -59,10 +41,12 @@ func New(s *session.Session, name string) *Election { return &Election{s: s, nam
 // while it leads.
 //
 // On failure nothing is held, and the error is ctx's cause, the session's
-// end (an error matching session.ErrClosed or session.ErrLeaseLost) or
-// invalid input. Redis errors (a dropped connection, a restarting server)
-// do not end the campaign: the session retries it with a growing pause,
-// keeping its place in the queue, for as long as ctx and the session last.
+// end (an error matching session.ErrClosed or session.ErrLeaseLost),
+// invalid input, or a Redis error that retrying cannot fix (a missing ACL
+// permission, a read-only replica: session.ErrRedisRefused). Other Redis
+// errors (a dropped connection, a restarting server) do not end the
+// campaign: the session retries it with a growing pause, keeping its place
+// in the queue, for as long as ctx and the session last.
 func (e *Election) Campaign(ctx context.Context, value string) (*session.Hold, error) {
 	if err := e.check(value); err != nil {
 		return nil, err
@@ -147,94 +131,9 @@ func (e *Election) read(ctx context.Context) (Leader, time.Duration, error) {
 	return Leader{Value: st.Value, Session: sid, Token: st.Term}, st.TTL, nil
 }
 
-// Observe returns a channel that receives the leader every time it changes,
-// starting with the current one; a zero Leader means nobody leads. The
-// channel holds one value and always ends with the latest: a slow reader
-// skips intermediate states, never gets them out of order. It is closed when
-// ctx ends or the session ends. A change is announced on pub/sub; after a
-// reconnect, and when the leader's lease could have expired, Observe re-reads
-// the state.
-func (e *Election) Observe(ctx context.Context) <-chan Leader {
-	out := make(chan Leader, 1)
-	if e.check("") != nil || !hook.Lease(e.s).Go(func(sctx context.Context) {
-		defer close(out)
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(sctx, cancel)()
-		e.observe(ctx, out)
-	}) {
-		close(out)
-	}
-	return out
-}
-
-func (e *Election) observe(ctx context.Context, out chan Leader) {
-	ch := hook.Env(e.s).K.ElectionChannel(e.name)
-	msgs := make(chan string, 1)
-	var last *Leader
-	deliver := func(l Leader) {
-		if last != nil && *last == l {
-			return
-		}
-		last = &l
-		select {
-		case <-out: // drop the unread older value
-		default:
-		}
-		out <- l
-	}
-	retry := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		recheck := hook.Lease(e.s).Recheck()
-		stop, err := hook.Lease(e.s).Watch(ctx, ch, msgs)
-		if err != nil {
-			if !sleep(ctx, retry) {
-				return
-			}
-			retry = min(2*retry, time.Second)
-			continue
-		}
-		retry = 100 * time.Millisecond
-		// Read after subscribing: no change can fall in between.
-		for alive := true; alive; {
-			l, ttl, err := e.read(ctx)
-			next := time.Second
-			if err == nil {
-				deliver(l)
-				if ttl > 0 {
-					next = ttl + 5*time.Millisecond
-				}
-			}
-			t := time.NewTimer(next)
-			select {
-			case <-msgs:
-			case <-t.C:
-			case <-recheck:
-				alive = false
-			case <-ctx.Done():
-				alive = false
-			}
-			t.Stop()
-		}
-		stop()
-	}
-}
-
-// sleep waits d; it reports false when ctx ends first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 func (e *Election) check(value string) error {
 	if err := session.CheckName(e.name); err != nil {
-		return fmt.Errorf("election %q: %w", e.name, err)
+		return fmt.Errorf("election: %w", err) // err quotes the name
 	}
 	if len(value) > MaxValueLen {
 		return fmt.Errorf("election %q: %w", e.name, ErrInvalidValue)

@@ -525,7 +525,7 @@ func TestInvalidInput(t *testing.T) {
 	before := dump()
 
 	big := strings.Repeat("v", election.MaxValueLen+1)
-	for _, name := range []string{"", strings.Repeat("x", session.MaxNameLen+1)} {
+	for _, name := range testutil.InvalidNames() {
 		e := election.New(s, name)
 		if _, err := e.Campaign(ctx, "v"); !errors.Is(err, session.ErrInvalidName) {
 			t.Errorf("Campaign on name %.8q: %v, want ErrInvalidName", name, err)
@@ -535,6 +535,9 @@ func TestInvalidInput(t *testing.T) {
 		}
 		if _, err := e.Leader(ctx); !errors.Is(err, session.ErrInvalidName) {
 			t.Errorf("Leader on name %.8q: %v, want ErrInvalidName", name, err)
+		}
+		if _, err := e.Reset(ctx); !errors.Is(err, session.ErrInvalidName) {
+			t.Errorf("Reset on name %.8q: %v, want ErrInvalidName", name, err)
 		}
 		expectClosed(t, e.Observe(ctx), time.Second, "Observe on an invalid name")
 	}

@@ -25,8 +25,13 @@ func Example() {
 	defer mr.Close()
 	ctx := context.Background()
 	dial := func() *session.Session {
-		// A brand-new server holds nothing to protect: skip the restart
-		// grace that would otherwise delay the first election by up to the TTL.
+		// ForceSingleClient and DisableRestartGrace are for this in-process
+		// miniredis only: production code sets neither. miniredis answers
+		// CLUSTER commands like a one-node cluster (rueidis tells a real
+		// standalone Redis from a cluster by itself), and it reports no uptime,
+		// so the restart grace would hold the first grant back for a whole TTL.
+		// On Redis, the grace is what keeps a restart that lost the data from
+		// granting a resource twice.
 		s, err := session.Dial(ctx, rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true},
 			session.Options{TTL: 5 * time.Second, DisableRestartGrace: true})
 		if err != nil {
@@ -82,4 +87,41 @@ func Example() {
 	// observed: nobody leads
 	// after resigning: true
 	// proclaim: election "scheduler": election: not the leader
+}
+
+// An Observer follows who leads and, once its channel is closed, says why
+// the observation ended.
+func ExampleElection_Observer() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	// ForceSingleClient and DisableRestartGrace: for miniredis only (see Example).
+	s, err := session.Dial(context.Background(), rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true},
+		session.Options{TTL: 5 * time.Second, DisableRestartGrace: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+
+	ctx, stop := context.WithCancelCause(context.Background())
+	o := election.New(s, "scheduler").Observer(ctx)
+	fmt.Println("nobody leads:", <-o.C() == election.Leader{}) // the current state comes first
+
+	h, err := election.New(s, "scheduler").Campaign(context.Background(), "node-a:8080")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer h.Release(context.Background())
+	fmt.Println("observed:", (<-o.C()).Value)
+
+	stop(errors.New("shutting down"))
+	for range o.C() { // read until the channel is closed
+	}
+	fmt.Println("observer ended:", o.Err()) // ctx's cause; the session's end or an invalid name otherwise
+	// Output:
+	// nobody leads: true
+	// observed: node-a:8080
+	// observer ended: shutting down
 }

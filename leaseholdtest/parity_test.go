@@ -156,6 +156,8 @@ func causeName(err error) string {
 		return "ErrLocked"
 	case errors.Is(err, pool.ErrNotMember):
 		return "ErrNotMember"
+	case errors.Is(err, session.ErrRestartGrace):
+		return "ErrRestartGrace" // its text says the time left, which differs
 	}
 	return "other: " + err.Error()
 }
@@ -453,6 +455,7 @@ func TestFaultsMatchRealRedis(t *testing.T) {
 			"reclaimed at the next heartbeat":                  "true",
 			"token kept":                                       "true",
 			"TryLock of a free mutex during the grace refused": "true",
+			"TryLock of a free mutex during the grace":         "ErrRestartGrace",
 			"Lock of a free mutex":                             "nil",
 			"Lock of a free mutex waited out the grace (TTL)":  "true",
 			"Release of the reclaimed hold":                    "nil",

@@ -23,8 +23,13 @@ func Example() {
 	defer mr.Close()
 	ctx := context.Background()
 
-	// A brand-new server holds nothing to protect: skip the restart grace
-	// that would otherwise delay the first grant by up to the TTL.
+	// ForceSingleClient and DisableRestartGrace are for this in-process
+	// miniredis only: production code sets neither. miniredis answers
+	// CLUSTER commands like a one-node cluster (rueidis tells a real
+	// standalone Redis from a cluster by itself), and it reports no uptime,
+	// so the restart grace would hold the first grant back for a whole TTL.
+	// On Redis, the grace is what keeps a restart that lost the data from
+	// granting a resource twice.
 	s, err := session.Dial(ctx, rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true},
 		session.Options{TTL: 5 * time.Second, DisableRestartGrace: true})
 	if err != nil {

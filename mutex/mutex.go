@@ -1,26 +1,3 @@
-// Package mutex provides a distributed mutual-exclusion lock held by a
-// session.Session.
-//
-// Lock waits FIFO: waiters queue in Redis, and a Release hands the mutex
-// directly to the first live waiter in the same script call and notifies it,
-// so waiting sends no requests and a hand-off costs no extra round trip.
-// Every grant carries a fencing token, strictly increasing per mutex.
-//
-// # Guarantees and limits
-//
-// A hold's context is canceled before the mutex can be granted to anyone
-// else, provided the client's and the server's clocks run at rates within 1%
-// of each other and Redis does not lose acknowledged writes (see the
-// session package). The context can be canceled at any time: when the lease
-// cannot be renewed in time (Redis down, slow, partitioned), or when an
-// operator calls Reset. Work done under the lock must stop when it is, and
-// anything the work writes to should check the fencing token, because a
-// process paused after checking its context (GC, SIGSTOP) can still act late.
-//
-// Reset is an operator override: the next waiter is granted at once, and the
-// old holder learns of it within one heartbeat interval (at once if its
-// notification connection is up). Only fencing tokens protect against the
-// old holder in that window.
 package mutex
 
 import (
@@ -44,8 +21,9 @@ type Mutex struct {
 }
 
 // New returns the mutex name of session s. A name is 1 to
-// session.MaxNameLen bytes; an invalid name makes every method fail with an
-// error matching session.ErrInvalidName.
+// session.MaxNameLen bytes of UTF-8 without control characters
+// (session.CheckName); an invalid name makes every method fail with an error
+// matching session.ErrInvalidName before anything is sent to Redis.
 func New(s *session.Session, name string) *Mutex {
 	return &Mutex{s: s, name: name}
 }
@@ -54,15 +32,20 @@ func (m *Mutex) res() scripts.Resource { return scripts.Resource{Kind: scripts.M
 
 // Lock blocks until the mutex is granted, ctx ends, or the session ends.
 // ctx bounds only the wait: the hold lives until Release or loss. Waiters are
-// served in arrival order. On failure nothing is held: the error is ctx's
-// cause, an error matching session.ErrLeaseLost or session.ErrClosed, or the
-// Redis error.
+// served in arrival order; during a restart grace Lock waits it out. On
+// failure nothing is held: the error is ctx's cause, an error matching
+// session.ErrLeaseLost or session.ErrClosed, or session.ErrRedisRefused
+// (returned at once: Redis refused a call for a reason retrying cannot fix,
+// such as a missing ACL permission; other Redis errors are retried while
+// waiting).
 func (m *Mutex) Lock(ctx context.Context) (*session.Hold, error) {
 	return hook.Claim(ctx, m.s, m.res(), true)
 }
 
 // TryLock acquires the mutex if it is free and nobody waits for it, else
-// returns ErrLocked at once. ctx bounds the one round trip.
+// returns ErrLocked at once; during a restart grace, when nothing is
+// granted, it returns an error matching session.ErrRestartGrace instead.
+// ctx bounds the one round trip.
 func (m *Mutex) TryLock(ctx context.Context) (*session.Hold, error) {
 	h, err := hook.Claim(ctx, m.s, m.res(), false)
 	if errors.Is(err, scripts.ErrBusy) {
@@ -109,7 +92,7 @@ func (m *Mutex) Reset(ctx context.Context) (bool, error) {
 
 func (m *Mutex) check() error {
 	if err := session.CheckName(m.name); err != nil {
-		return fmt.Errorf("mutex %q: %w", m.name, err)
+		return fmt.Errorf("mutex: %w", err) // err quotes the name
 	}
 	if err := m.s.Err(); err != nil {
 		return err

@@ -3,8 +3,8 @@ package mutex_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -321,11 +321,21 @@ func TestInvalidNames(t *testing.T) {
 	ctx := testutil.Ctx(t, 10*time.Second)
 	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 5 * time.Second})
 	probe := testutil.Client(t, srv.Addr())
+	keys := func() []string {
+		t.Helper()
+		ks, err := probe.Do(ctx, probe.B().Keys().Pattern("*").Build()).AsStrSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(ks)
+		return ks
+	}
 	before, err := probe.Do(ctx, probe.B().Dbsize().Build()).AsInt64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"", strings.Repeat("x", session.MaxNameLen+1)} {
+	keysBefore := keys()
+	for _, name := range testutil.InvalidNames() {
 		m := mutex.New(s, name)
 		if _, err := m.Lock(ctx); !errors.Is(err, session.ErrInvalidName) {
 			t.Errorf("Lock(%.8q): %v, want ErrInvalidName", name, err)
@@ -343,6 +353,21 @@ func TestInvalidNames(t *testing.T) {
 	after, err := probe.Do(ctx, probe.B().Dbsize().Build()).AsInt64()
 	if err != nil || after != before {
 		t.Fatalf("DBSIZE %d → %d (%v): invalid input changed Redis", before, after, err)
+	}
+	if ks := keys(); !slices.Equal(ks, keysBefore) {
+		t.Fatalf("keys %q → %q: invalid input changed Redis", keysBefore, ks)
+	}
+
+	// The probe is sound: the same calls on a valid name write.
+	h, err := mutex.New(s, "café").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock on a valid non-ASCII name: %v", err)
+	}
+	if ks := keys(); slices.Equal(ks, keysBefore) {
+		t.Fatal("a valid Lock wrote no key: the probe proves nothing")
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

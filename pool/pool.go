@@ -1,24 +1,3 @@
-// Package pool assigns named resources (shards, GPU slots, API accounts) to
-// workers: a pool is a set of member keys, and a hold claims one of them.
-//
-// Acquire claims any free member, the least recently released first (so use
-// spreads over the members), and waits FIFO when all are taken; AcquireKey
-// claims one named member. A release hands the member directly to the first
-// waiter that wants it, in the same script call, and notifies it.
-//
-// # Guarantees and limits
-//
-// No member is ever held by two holds at once: a hold's context is canceled
-// before its member can be granted to anyone else (see package session for
-// the clock assumptions). Members of a crashed holder come back when its
-// lease expires. Removing a held member ends that hold with an error matching
-// session.ErrLost: at once when its session's notification connection is up,
-// else within one heartbeat interval — in that window only the fencing token
-// (strictly increasing per member) protects against the old holder.
-// Acquire and Release cost O(log members + holding sessions + queued
-// requests) on the server, not O(members), however many members one session
-// holds.
-// LockDelay does not apply to pools.
 package pool
 
 import (
@@ -40,8 +19,11 @@ type Pool struct {
 	name string
 }
 
-// New returns pool name of session s. An invalid name makes every method fail
-// with an error matching session.ErrInvalidName.
+// New returns pool name of session s. Names and member keys follow
+// session.CheckName (1 to session.MaxNameLen bytes of UTF-8 without control
+// characters): an invalid name makes every method fail, and an invalid key
+// the call it is passed to, with an error matching session.ErrInvalidName
+// before anything is sent to Redis.
 func New(s *session.Session, name string) *Pool { return &Pool{s: s, name: name} }
 
 // Add adds members. New members are free and first in line; members already
@@ -72,7 +54,7 @@ func (p *Pool) change(ctx context.Context, op string, keys []string) error {
 	}
 	for _, k := range keys {
 		if err := session.CheckName(k); err != nil {
-			return fmt.Errorf("pool %q: %s key %q: %w", p.name, op, k, err)
+			return fmt.Errorf("pool %q: %s: %w", p.name, op, err) // err quotes the key
 		}
 	}
 	if _, _, err := hook.Env(p.s).PoolChange(ctx, p.name, op, keys); err != nil {
@@ -92,12 +74,15 @@ func (p *Pool) Members(ctx context.Context) ([]string, error) {
 
 // Acquire claims any free member (the least recently released first),
 // blocking until one is free, ctx ends, or the session ends. ctx bounds only
-// the wait. Hold.Resource() is the claimed member.
+// the wait. Hold.Resource() is the claimed member. A Redis error that
+// retrying cannot fix ends the wait at once (session.ErrRedisRefused).
 func (p *Pool) Acquire(ctx context.Context) (*session.Hold, error) {
 	return p.claim(ctx, "", true)
 }
 
-// TryAcquire claims any free member, or returns ErrExhausted at once.
+// TryAcquire claims any free member, or returns ErrExhausted at once; during
+// a restart grace, when nothing is granted, it returns an error matching
+// session.ErrRestartGrace instead.
 func (p *Pool) TryAcquire(ctx context.Context) (*session.Hold, error) {
 	h, err := p.claim(ctx, "", false)
 	if errors.Is(err, scripts.ErrBusy) {
@@ -110,8 +95,11 @@ func (p *Pool) TryAcquire(ctx context.Context) (*session.Hold, error) {
 // session ends. It fails with an error matching ErrNotMember if key is not a
 // member, also when key is removed while waiting.
 func (p *Pool) AcquireKey(ctx context.Context, key string) (*session.Hold, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
 	if err := session.CheckName(key); err != nil {
-		return nil, fmt.Errorf("pool %q: key %q: %w", p.name, key, err)
+		return nil, fmt.Errorf("pool %q: key: %w", p.name, err) // err quotes the key
 	}
 	return p.claim(ctx, key, true)
 }
@@ -165,7 +153,7 @@ func (p *Pool) Stats(ctx context.Context) (Stats, error) {
 
 func (p *Pool) check() error {
 	if err := session.CheckName(p.name); err != nil {
-		return fmt.Errorf("pool %q: %w", p.name, err)
+		return fmt.Errorf("pool: %w", err) // err quotes the name
 	}
 	return p.s.Err()
 }

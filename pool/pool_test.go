@@ -821,7 +821,6 @@ func TestBadInput(t *testing.T) {
 	}
 	before := snapshot(t, ctx, probe)
 
-	long := strings.Repeat("x", session.MaxNameLen+1)
 	type call struct {
 		name string
 		f    func() error
@@ -852,17 +851,17 @@ func TestBadInput(t *testing.T) {
 		f    func(context.Context, ...string) error
 	}{{"Add", p.Add}, {"Remove", p.Remove}, {"Replace", p.Replace}} {
 		expect(op.name+"()", op.f(ctx), pool.ErrNoKeys)
-		for _, k := range []string{"", long} {
+		for _, k := range testutil.InvalidNames() {
 			expect(fmt.Sprintf("%s(%.8q)", op.name, k), op.f(ctx, k), session.ErrInvalidName)
 			expect(fmt.Sprintf("%s(b, %.8q)", op.name, k), op.f(ctx, "b", k), session.ErrInvalidName)
 			expect(fmt.Sprintf("%s(new, %.8q)", op.name, k), op.f(ctx, "new", k), session.ErrInvalidName)
 		}
 	}
-	for _, k := range []string{"", long} {
+	for _, k := range testutil.InvalidNames() {
 		_, err := p.AcquireKey(ctx, k)
 		expect(fmt.Sprintf("AcquireKey(%.8q)", k), err, session.ErrInvalidName)
 	}
-	for _, name := range []string{"", long} {
+	for _, name := range testutil.InvalidNames() {
 		for _, c := range ops(pool.New(s, name), "a") {
 			expect(fmt.Sprintf("pool %.8q: %s", name, c.name), c.f(), session.ErrInvalidName)
 		}

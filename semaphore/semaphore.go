@@ -1,29 +1,3 @@
-// Package semaphore provides a weighted counting semaphore shared by every
-// session of a namespace: at most Limit permits are held at once, across all
-// processes.
-//
-// Acquire waits FIFO, like golang.org/x/sync/semaphore but across processes:
-// a large request at the head of the queue is not starved by smaller ones
-// behind it. A release hands permits directly to the waiters that now fit, in
-// the same script call, and notifies them.
-//
-// # Guarantees and limits
-//
-// Permits are held by sessions: a holder that crashes gives its permits back
-// when its lease expires (within the TTL), with no operator action and no
-// Release — the classic leak of TTL-less Redis semaphores cannot happen. Each
-// hold's context is canceled before its permits can be granted to anyone else
-// (see package session for the clock assumptions). Every grant carries a
-// fencing token, strictly increasing per semaphore.
-//
-// The limit lives in Redis. The first user stores it; a client passing a
-// different limit gets ErrLimitMismatch, so two deployments that disagree
-// notice instead of silently using two limits. SetLimit changes it on
-// purpose: shrinking never revokes current holders, new grants wait until
-// use drops below the new limit. Waiters queued before a SetLimit keep their
-// place; one asking for more than the new limit could never be served, so
-// its Acquire fails with ErrLimitMismatch instead of blocking the queue.
-// LockDelay does not apply to semaphores.
 package semaphore
 
 import (
@@ -47,8 +21,9 @@ type Semaphore struct {
 }
 
 // New returns semaphore name of session s with the given limit. Invalid
-// names or limits make every method fail with an error matching
-// session.ErrInvalidName or ErrInvalidLimit.
+// names (see session.CheckName) or limits make every method fail with an
+// error matching session.ErrInvalidName or ErrInvalidLimit before anything is
+// sent to Redis.
 func New(s *session.Session, name string, limit int64) *Semaphore {
 	sem := &Semaphore{s: s, name: name}
 	sem.limit.Store(limit)
@@ -60,13 +35,17 @@ func New(s *session.Session, name string, limit int64) *Semaphore {
 // Requests are served in arrival order. On failure nothing is held; the
 // error matches ErrInvalidWeight, ErrLimitMismatch (also when SetLimit
 // shrinks the limit below n while it waits), ctx's cause,
-// session.ErrLeaseLost or session.ErrClosed, or is the Redis error.
+// session.ErrLeaseLost or session.ErrClosed, or session.ErrRedisRefused
+// (returned at once: Redis refused a call for a reason retrying cannot fix;
+// other Redis errors are retried while waiting).
 func (sem *Semaphore) Acquire(ctx context.Context, n int64) (*session.Hold, error) {
 	return sem.claim(ctx, n, true)
 }
 
 // TryAcquire acquires n permits if they are free now and nobody waits
-// before, else returns ErrNoPermits at once. ctx bounds the one round trip.
+// before, else returns ErrNoPermits at once; during a restart grace, when
+// nothing is granted, it returns an error matching session.ErrRestartGrace
+// instead. ctx bounds the one round trip.
 func (sem *Semaphore) TryAcquire(ctx context.Context, n int64) (*session.Hold, error) {
 	h, err := sem.claim(ctx, n, false)
 	if errors.Is(err, scripts.ErrBusy) {
@@ -122,7 +101,7 @@ type Stats struct {
 // Stats reads the semaphore's state in one round trip.
 func (sem *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	if err := session.CheckName(sem.name); err != nil {
-		return Stats{}, fmt.Errorf("semaphore %q: %w", sem.name, err)
+		return Stats{}, fmt.Errorf("semaphore: %w", err) // err quotes the name
 	}
 	if err := sem.s.Err(); err != nil {
 		return Stats{}, err
@@ -142,7 +121,7 @@ func (sem *Semaphore) Stats(ctx context.Context) (Stats, error) {
 
 func (sem *Semaphore) check(limit int64) error {
 	if err := session.CheckName(sem.name); err != nil {
-		return fmt.Errorf("semaphore %q: %w", sem.name, err)
+		return fmt.Errorf("semaphore: %w", err) // err quotes the name
 	}
 	if limit <= 0 {
 		return fmt.Errorf("semaphore %q: limit %d: %w", sem.name, limit, ErrInvalidLimit)

@@ -925,7 +925,7 @@ func TestInvalidInput(t *testing.T) {
 		want(fmt.Sprintf("TryAcquire with limit %d", limit), err, semaphore.ErrInvalidLimit)
 		want(fmt.Sprintf("SetLimit(%d)", limit), sem.SetLimit(ctx, limit), semaphore.ErrInvalidLimit)
 	}
-	for _, name := range []string{"", strings.Repeat("x", session.MaxNameLen+1)} {
+	for _, name := range testutil.InvalidNames() {
 		bad := semaphore.New(s, name, 3)
 		_, err := bad.Acquire(ctx, 1)
 		want(fmt.Sprintf("Acquire on name %.8q", name), err, session.ErrInvalidName)

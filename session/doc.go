@@ -1,5 +1,17 @@
 // Package session provides leases on Redis and the holds that hang off them.
 //
+//	s, err := session.Dial(ctx, rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}},
+//		session.Options{TTL: 10 * time.Second})
+//	if err != nil {
+//		return err
+//	}
+//	defer s.Close() // releases every hold and deletes the lease
+//
+//	h, err := mutex.New(s, "reindex").Lock(ctx) // a Hold: a context and a fencing token
+//	...
+//	<-h.Done()                        // released, closed, taken away, or the lease lost
+//	why := context.Cause(h.Context()) // ErrReleased, ErrClosed, or an error matching ErrLost
+//
 // A Session is one lease with a TTL, renewed by one heartbeat goroutine. The
 // mutexes, semaphore permits, pool members and election leaderships a
 // session takes (packages mutex, semaphore, pool, election) are Holds: each
@@ -55,4 +67,26 @@
 // Redis (handing each to its next waiter), deletes the lease and waits for
 // the session's goroutines (for those waiting on a silent server or a slow
 // log handler, at most until one TTL after Close began).
+//
+// # Clients
+//
+// Dial builds the session's own rueidis client and sets two of its options:
+// DisableCache, since leasehold uses no client-side caching (with it on,
+// rueidis also sends CLIENT TRACKING on every connection, and cannot connect
+// to a server without RESP3 or tracking), and, unless set, ConnWriteTimeout
+// to TTL/2, so that a connection to a stalled or vanished server is given up
+// and redialled within the lease rather than after rueidis' default of 10s.
+// New and NewManager take a client the caller built and cannot set them:
+// rueidis fixes a client's options in rueidis.NewClient, and a
+// rueidis.Client neither reports nor changes them. Build that client with
+// DisableCache: true and a ConnWriteTimeout below the TTL (TTL/2, as Dial
+// does).
+//
+// # Names
+//
+// The names of mutexes, semaphores, pools and elections, and a pool's member
+// keys, are 1 to MaxNameLen bytes of valid UTF-8 without control characters.
+// Every call given another name returns an error matching ErrInvalidName
+// that says what is wrong, before anything is sent to Redis; CheckName
+// applies the same rule, e.g. to user input.
 package session

@@ -27,12 +27,31 @@ var (
 	// ErrInvalidOptions reports an invalid Options value.
 	ErrInvalidOptions = lease.ErrInvalidOptions
 
-	// ErrInvalidName reports an empty or oversized resource name.
+	// ErrInvalidName reports an invalid resource name: empty, longer than
+	// MaxNameLen bytes, not valid UTF-8, or with a control character (see
+	// CheckName).
 	ErrInvalidName = lease.ErrInvalidName
 
 	// ErrNotReplicated reports that fewer replicas than Options.ReplicaAck
 	// acknowledged a grant in time; the grant was rolled back.
 	ErrNotReplicated = lease.ErrNotReplicated
+
+	// ErrRestartGrace is returned by the calls that do not wait
+	// (mutex.TryLock, semaphore.TryAcquire, pool.TryAcquire) during a
+	// restart grace: Redis lost the namespace's data, or was started less
+	// than Options.RestartGrace ago without it, and nothing is granted until
+	// the grace is over, so that the sessions that held something can
+	// reclaim it. The error's text says how long is left. The calls that
+	// wait (Lock, Acquire, Campaign) wait the grace out instead.
+	ErrRestartGrace = lease.ErrRestartGrace
+
+	// ErrRedisRefused reports that Redis refused a command for a reason that
+	// retrying cannot fix: the user lacks a permission (NOPERM), the client
+	// is not authenticated (NOAUTH, WRONGPASS), the server does not know the
+	// command, or the node is a read-only replica (READONLY). Dial, New and
+	// the calls that wait return it at once rather than retrying. The error
+	// also wraps Redis' reply: errors.As finds the *rueidis.RedisError.
+	ErrRedisRefused = lease.ErrRedisRefused
 
 	// ErrManagerClosed is returned by a Manager's methods after Close.
 	ErrManagerClosed = errors.New("session: manager closed")

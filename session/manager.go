@@ -29,7 +29,9 @@ type Manager struct {
 
 // NewManager returns a Manager that opens sessions with options o on client
 // c, which the caller owns and keeps open until after Close. Invalid options
-// are reported by Session and Run.
+// are reported by Session and Run. Build c as New asks: with DisableCache set
+// and a ConnWriteTimeout below o.TTL (TTL/2, as Dial sets for its own
+// client).
 func NewManager(c rueidis.Client, o Options) *Manager {
 	return &Manager{c: c, o: o, lock: make(chan struct{}, 1)}
 }

@@ -63,6 +63,15 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 // Close. ctx bounds only the creation of the session (the first lease grant),
 // not its life. Invalid options return an error matching ErrInvalidOptions
 // and touch nothing in Redis.
+//
+// Build c as Dial builds its own client: with DisableCache set (leasehold
+// uses no client-side caching, and with it on rueidis cannot connect to a
+// server without RESP3 or CLIENT TRACKING), and with a ConnWriteTimeout
+// below o.TTL (Dial uses TTL/2), so that a connection to a stalled server is
+// given up and redialled within the lease rather than after rueidis' default
+// of 10s. New cannot set them itself: rueidis fixes a client's options when
+// rueidis.NewClient builds it, and a rueidis.Client neither reports nor
+// changes them.
 func New(ctx context.Context, c rueidis.Client, o Options) (*Session, error) {
 	l, err := lease.New(ctx, c, lease.Options(o))
 	if err != nil {
@@ -146,5 +155,11 @@ func (h *Hold) Err() error { return h.h.Err() }
 func (h *Hold) Release(ctx context.Context) error { return h.h.Release(ctx) }
 
 // CheckName returns an error matching ErrInvalidName unless name is a valid
-// resource name: 1 to MaxNameLen bytes.
+// resource name: 1 to MaxNameLen bytes of valid UTF-8 without control
+// characters (unicode.IsControl: U+0000-U+001F, U+007F-U+009F). Every
+// primitive checks its names (and a pool its member keys) with it before
+// sending anything to Redis. The error quotes the name (its first 64 runes)
+// and says what is wrong:
+//
+//	session: invalid name "a\nb": control character at byte 1
 func CheckName(name string) error { return lease.CheckName(name) }

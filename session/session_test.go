@@ -541,9 +541,9 @@ func TestRestartEmptyReclaims(t *testing.T) {
 		t.Fatalf("hold %v / session %v ended by a restart it could reclaim from", h.Err(), a.Err())
 	}
 	// During the grace, even a free mutex is not granted.
-	if _, err := mutex.New(b, "free").TryLock(ctx); !errors.Is(err, mutex.ErrLocked) {
+	if _, err := mutex.New(b, "free").TryLock(ctx); !errors.Is(err, session.ErrRestartGrace) {
 		if time.Since(restarted) < ttl {
-			t.Fatalf("TryLock of a free mutex during the restart grace: %v, want ErrLocked", err)
+			t.Fatalf("TryLock of a free mutex during the restart grace: %v, want ErrRestartGrace", err)
 		}
 	}
 	// Lock waits out the grace.

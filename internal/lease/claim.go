@@ -25,11 +25,14 @@ const (
 
 // Claim asks for r on behalf of one of leasehold's primitives and returns the
 // hold once granted. Without wait it fails with scripts.ErrBusy when r is
-// taken; with wait it queues FIFO in Redis and blocks until granted (the
-// grant is handed over by the releasing script and announced on the
-// session's channel, so waiting sends no requests), until ctx ends, or until
-// the session ends. ctx bounds only the wait: the hold lives until Release
-// or loss. Its type is internal: it is for leasehold's own packages.
+// taken, or with an error matching ErrRestartGrace during a restart grace;
+// with wait it queues FIFO in Redis and blocks until granted (the grant is
+// handed over by the releasing script and announced on the session's
+// channel, so waiting sends no requests), until ctx ends, or until the
+// session ends. A Redis error while waiting is retried unless retrying
+// cannot fix it (ErrRedisRefused). ctx bounds only the wait: the hold lives
+// until Release or loss. Its type is internal: it is for leasehold's own
+// packages.
 func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Hold, error) {
 	h, _, err := s.claim(ctx, r, wait)
 	return h, err
@@ -44,7 +47,7 @@ func (s *Session) ClaimPublic(ctx context.Context, r scripts.Resource, wait bool
 
 func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Hold, any, error) {
 	if err := CheckName(r.Name); err != nil {
-		return nil, nil, fmt.Errorf("%s %q: %w", r.Kind, r.Name, err)
+		return nil, nil, fmt.Errorf("%s: %w", r.Kind, err) // err quotes the name
 	}
 	if err := s.usable(); err != nil {
 		return nil, nil, err
@@ -71,6 +74,8 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			cause := fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost)
 			s.post(func(l *loop) { l.lose(cause) })
 			return nil, nil, cause
+		case err == nil && next.Status == scripts.Grace && !wait:
+			return nil, nil, graceErr(next.Wait)
 		case errors.Is(err, scripts.ErrLimitMismatch) || errors.Is(err, scripts.ErrNotMember):
 			// The acquire scripts' rule: with these replies they leave no
 			// grant and no queue entry for hid (they withdraw it if needed).
@@ -78,7 +83,7 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		case errors.Is(err, scripts.ErrNotReplicated):
 			s.withdraw(r, hid)
 			return nil, nil, fmt.Errorf("session: acquire %s %q: grant rolled back: %w", r.Kind, r.Name, relabel(err))
-		case err != nil && (!wait || ctx.Err() != nil || s.usable() != nil):
+		case err != nil && (!wait || scripts.Refused(err) || ctx.Err() != nil || s.usable() != nil):
 			// The attempt may have queued or granted hid: withdraw it.
 			s.withdraw(r, hid)
 			if e := s.usable(); e != nil {
@@ -87,11 +92,13 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			if ctx.Err() != nil {
 				return nil, nil, context.Cause(ctx)
 			}
-			return nil, nil, fmt.Errorf("session: acquire %s %q: %w", r.Kind, r.Name, err)
+			return nil, nil, redisErr(fmt.Sprintf("acquire %s %q", r.Kind, r.Name), err)
 		case err != nil:
 			// A Redis error while waiting (a dropped connection, a restarting
-			// server) does not end the wait: retry with the same hold id, which
-			// keeps its place in the queue (the scripts are idempotent per id).
+			// server) does not end the wait, unless retrying cannot fix it (a
+			// permission, a read-only replica: above): retry with the same
+			// hold id, which keeps its place in the queue (the scripts are
+			// idempotent per id).
 			uncertain = true
 			s.opt.Logger.Warn("acquire failed; retrying", "session", s.id, "kind", r.Kind.String(),
 				"name", r.Name, "err", err, "retry_in", pause)
@@ -130,10 +137,12 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 // withdraw releases hid, or takes it out of r's queue, from the loop, which
 // retries until Redis confirms. The rule of Claim's exits: an exit after an
 // attempt that may have queued or granted hid (a grant it will not return,
-// a Redis error with an unknown outcome, ctx's end while queued) withdraws
-// it; the exits on a reply that leaves nothing for hid (busy without wait,
-// withdrawn, limit mismatch, not a member, lease gone) do not, nor does the
-// session's end (its lease is gone, so whatever hid left is dead).
+// a Redis error with an unknown outcome or one that Redis refused, maybe
+// inside a script that had queued hid, ctx's end while queued) withdraws
+// it; the exits on a reply that leaves nothing for hid (busy or a restart
+// grace without wait, withdrawn, limit mismatch, not a member, lease gone)
+// do not, nor does the session's end (its lease is gone, so whatever hid
+// left is dead).
 func (s *Session) withdraw(r scripts.Resource, hid string) {
 	s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
 }
@@ -191,18 +200,6 @@ func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64,
 		context.AfterFunc(h.ctx, func() { s.met.holdEnded(kind, context.Cause(h.ctx)) })
 	}
 	return h, pub, nil
-}
-
-// CheckName returns an error matching ErrInvalidName unless name is a valid
-// resource name: 1 to MaxNameLen bytes.
-func CheckName(name string) error {
-	if name == "" {
-		return fmt.Errorf("%w: empty", ErrInvalidName)
-	}
-	if len(name) > MaxNameLen {
-		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidName, MaxNameLen)
-	}
-	return nil
 }
 
 // notice is a grant handed over by a releasing script.

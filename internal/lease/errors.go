@@ -2,6 +2,8 @@ package lease
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/scripts"
 )
@@ -25,13 +27,49 @@ var (
 	// ErrInvalidOptions reports an invalid Options value.
 	ErrInvalidOptions = errors.New("session: invalid options")
 
-	// ErrInvalidName reports an empty or oversized resource name.
+	// ErrInvalidName reports an invalid resource name (see CheckName).
 	ErrInvalidName = errors.New("session: invalid name")
 
 	// ErrNotReplicated reports that fewer replicas than Options.ReplicaAck
 	// acknowledged a grant in time; the grant was rolled back.
 	ErrNotReplicated = errors.New("session: not acknowledged by enough replicas")
+
+	// ErrRestartGrace is returned by the calls that do not wait
+	// (mutex.TryLock, semaphore.TryAcquire, pool.TryAcquire) during a
+	// restart grace: Redis lost the namespace's data, or was started less
+	// than Options.RestartGrace ago without it, and nothing is granted until
+	// the grace is over, so that the sessions that held something can
+	// reclaim it. The error's text says how long is left. The calls that
+	// wait (Lock, Acquire, Campaign) wait the grace out instead.
+	ErrRestartGrace = errors.New("session: restart grace")
+
+	// ErrRedisRefused reports that Redis refused a command for a reason that
+	// retrying cannot fix: the user lacks a permission (NOPERM), the client
+	// is not authenticated (NOAUTH, WRONGPASS), the server does not know the
+	// command, or the node is a read-only replica (READONLY). Dial, New and
+	// the calls that wait return it at once rather than retrying. The error
+	// also wraps Redis' reply: errors.As finds the *rueidis.RedisError.
+	ErrRedisRefused = errors.New("session: refused by Redis")
 )
+
+// redisErr returns err, the error of what (a phrase such as "open lease"),
+// as an error matching ErrRedisRefused when retrying cannot fix it (see
+// scripts.Refused), else as "session: <what>: <err>". Both wrap err.
+func redisErr(what string, err error) error {
+	if scripts.Refused(err) {
+		return fmt.Errorf("%w: %s: %w", ErrRedisRefused, what, err)
+	}
+	return fmt.Errorf("session: %s: %w", what, err)
+}
+
+// graceErr is the error of a call that does not wait, refused during a
+// restart grace with left to go.
+func graceErr(left time.Duration) error {
+	if left >= time.Second {
+		left = left.Round(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%w: grants resume in %v (Redis lost its data, or has just started)", ErrRestartGrace, left)
+}
 
 // relabel relabels the internal ErrNotReplicated as the session's own.
 func relabel(err error) error {

@@ -171,8 +171,16 @@ func (l *loop) onBeat(r beatResult) {
 	if r.err != nil {
 		s.met.heartbeat("error", 0)
 		wait := l.backoff.NextBackOff()
-		l.log.Warn("heartbeat failed; retrying", "session", s.id, "err", r.err,
-			"retry_in", wait, "deadline_in", l.deadline.Sub(time.Now()))
+		if scripts.Refused(r.err) {
+			// Retrying cannot fix it: the lease is lost at its deadline
+			// unless someone fixes the cause meanwhile.
+			l.log.Error("Redis refuses the heartbeat (check the Redis user's permissions, "+
+				"and that the client talks to a master); retrying until the lease is lost",
+				"session", s.id, "err", r.err, "retry_in", wait, "deadline_in", l.deadline.Sub(time.Now()))
+		} else {
+			l.log.Warn("heartbeat failed; retrying", "session", s.id, "err", r.err,
+				"retry_in", wait, "deadline_in", l.deadline.Sub(time.Now()))
+		}
 		l.beatTimer.Reset(wait)
 		return
 	}

@@ -73,7 +73,7 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 	}
 	c, err := newClient(ctx, opt)
 	if err != nil {
-		return nil, fmt.Errorf("session: dial: %w", err)
+		return nil, redisErr("dial", err)
 	}
 	s, err := open(ctx, c, o, true)
 	if err != nil {
@@ -172,7 +172,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 			err = errors.New("lease confirmed after its deadline")
 		}
 		if err != nil {
-			return nil, fmt.Errorf("session: open lease: %w", err)
+			return nil, redisErr("open lease", err)
 		}
 		if ok {
 			s.ownChannel = s.env.K.Channel(s.id)

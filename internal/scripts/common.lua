@@ -90,12 +90,13 @@ local function grace_left(p)
   return 0
 end
 
--- check_caller runs first in every acquire script. It returns the reply to
--- give at once, or nil when the caller may go on, and the grace left (see
--- grace_left): {-5} when the epoch marker is missing; {-7} when the hold id
--- was withdrawn; {-1} when the caller's lease is gone; {0, grace, -1} when
--- it is gone during a restart grace (the caller's session may still reclaim
--- it: come back after the grace).
+-- check_caller runs first in every acquire script; queue is "1" when the
+-- caller asked to wait. It returns the reply to give at once, or nil when
+-- the caller may go on, and the grace left (see grace_left): {-5} when the
+-- epoch marker is missing; {-7} when the hold id was withdrawn; {-1} when
+-- the caller's lease is gone; when it is gone during a restart grace (the
+-- caller's session may still reclaim it), {0, grace, -1} to come back after
+-- the grace, or {-8, grace} when the caller does not wait (see busy).
 --
 -- The lease's field 'g' is "0" once no restart grace is pending: set when
 -- the lease is created outside a grace, or here once the grace is over. A
@@ -103,7 +104,7 @@ end
 -- (losing the marker means losing the data, and the lease with it; a grace
 -- only starts when the marker is recreated), so a fast path may skip the
 -- marker when it finds g = "0" in the caller's lease.
-local function check_caller(p, hid)
+local function check_caller(p, hid, queue)
   local grace = grace_left(p)
   if grace < 0 then
     return {-5}, grace
@@ -115,6 +116,9 @@ local function check_caller(p, hid)
   end
   if not lease[1] then
     if grace > 0 then
+      if queue ~= '1' then
+        return {-8, grace}, grace
+      end
       return {0, grace, -1}, grace
     end
     return {-1}, grace
@@ -140,10 +144,15 @@ end
 -- busy is the reply of an acquire that did not grant: {0, wait ms, queue
 -- position}. With queue "1" the caller's entry joins the FIFO queue q, once
 -- (a re-check keeps its place); pos is the reply of LPOS when the caller
--- already asked (false: not queued), nil otherwise.
--- Without queueing the position is -1.
-local function busy(q, entry, wait, queue, pos)
+-- already asked (false: not queued), nil otherwise. Without queueing the
+-- position is -1, and during a restart grace (grace, from grace_left, > 0)
+-- the reply is {-8, grace ms} instead: the caller is told that no grant is
+-- possible before the grace ends, not that the resource is busy.
+local function busy(q, entry, wait, queue, grace, pos)
   if queue ~= '1' then
+    if grace > 0 then
+      return {-8, grace}
+    end
     return {0, wait, -1}
   end
   if pos == nil then

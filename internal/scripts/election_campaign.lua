@@ -5,13 +5,14 @@
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] election name   ARGV[6] value
 -- ARGV[7] observer channel {ns}:elw:<name>
 -- Returns {1, term} when leader (idempotent per hold id); {0, wait ms,
--- position or -1} when not; {-1} when the caller's lease is gone; {-5} when
--- the epoch marker is missing (see common.lua grace_left).
+-- position or -1} when not; {-8, grace ms} when not, during a restart grace,
+-- to a caller that does not queue; {-1} when the caller's lease is gone;
+-- {-5} when the epoch marker is missing (see common.lua grace_left).
 -- Nobody is elected during a restart grace. A caller whose lease is missing
 -- then is not told it is gone: its session may still reclaim it (heartbeat),
 -- so it is told to come back when the grace is over.
 local p, hid, k, q, c = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
-local stop, grace = check_caller(p, hid)
+local stop, grace = check_caller(p, hid, ARGV[3])
 if stop then
   return stop
 end
@@ -45,4 +46,4 @@ if ARGV[3] == '1' then
 elseif not st.hid then
   single_idle(k, q) -- a lock delay or a grace: nobody leads, maybe nobody waits
 end
-return busy(q, hid, wait, ARGV[3])
+return busy(q, hid, wait, ARGV[3], grace)

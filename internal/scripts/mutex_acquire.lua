@@ -8,8 +8,9 @@
 -- on every call, and this script runs for every lock)
 -- Returns {1, token} when granted (also when already granted to this hold id,
 -- so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
--- when not; {-1} when the caller's own lease is gone; {-5} when the epoch
--- marker is missing (see common.lua grace_left).
+-- when not; {-8, grace ms} when not, during a restart grace, to a caller that
+-- does not queue; {-1} when the caller's own lease is gone; {-5} when the
+-- epoch marker is missing (see common.lua grace_left).
 -- A free mutex with live waiters is handed to the first of them here, so a
 -- newcomer never overtakes a queue whose previous holder died.
 local hid, m, q = ARGV[1], KEYS[1], KEYS[2]
@@ -53,7 +54,7 @@ end
 local p = prefix_of(m)
 local queue, sharded = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
 local name = string.sub(m, #p + 3)
-local stop, grace = check_caller(p, hid)
+local stop, grace = check_caller(p, hid, queue)
 if stop then
   return stop
 end
@@ -78,4 +79,4 @@ if free then
 elseif queue ~= '1' and not st.hid then
   single_idle(m, q) -- a lock delay or a grace: nobody holds it, maybe nobody waits
 end
-return busy(q, hid, wait, queue)
+return busy(q, hid, wait, queue, grace)

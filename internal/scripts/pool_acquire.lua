@@ -6,11 +6,13 @@
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] pool name   ARGV[6] base "{ns}:pool:<name>:"
 -- ARGV[7] member wanted, "" for any
 -- Returns {1, token, member} when granted (idempotent per hold id); {0, wait
--- ms, position or -1} when not; {-1} when the caller's lease is gone; {-3}
--- when the member wanted is not in the pool (the caller's queue entry for it,
--- if any, is dropped); {-5} when the epoch marker is missing (see common.lua).
+-- ms, position or -1} when not; {-8, grace ms} when not, during a restart
+-- grace, to a caller that does not queue; {-1} when the caller's lease is
+-- gone; {-3} when the member wanted is not in the pool (the caller's queue
+-- entry for it, if any, is dropped); {-5} when the epoch marker is missing
+-- (see common.lua).
 local p, hid, q, b, want = ARGV[1], ARGV[2], KEYS[1], ARGV[6], ARGV[7]
-local stop, grace = check_caller(p, hid)
+local stop, grace = check_caller(p, hid, ARGV[3])
 if stop then
   return stop
 end
@@ -61,4 +63,4 @@ elseif want ~= '' then
 else
   wait = pool_wait(p, b)
 end
-return busy(q, entry, wait, ARGV[3], pos)
+return busy(q, entry, wait, ARGV[3], grace, pos)

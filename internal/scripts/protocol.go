@@ -32,6 +32,7 @@ const (
 	replyEpochMissing   = -5 // the epoch marker is gone: recreate it, retry once
 	replyNotReclaimable = -6 // reclaim: the lease was lost outside a restart grace
 	replyWithdrawn      = -7 // acquire: the hold id was withdrawn for good
+	replyGrace          = -8 // acquire without queueing, not granted during a restart grace: {-8, grace ms left}
 )
 
 // Heartbeat replies: {1, revoked hold ids...}, {0} or {2}.

@@ -182,6 +182,7 @@ const (
 	Withdrawn    Status = replyWithdrawn    // the hold id was withdrawn for good (a late or repeated attempt)
 	epochMissing Status = replyEpochMissing // handled inside Env: the marker is recreated and the call retried
 	LeaseGone    Status = replyLeaseGone    // the caller's own lease no longer exists
+	Grace        Status = replyGrace        // not granted, during a restart grace; only when the caller did not ask to wait
 	Busy         Status = replyBusy         // not granted; queued when the caller asked to wait
 	Granted      Status = replyGranted
 )
@@ -191,13 +192,15 @@ type Grant struct {
 	Status   Status
 	Token    int64         // when Granted
 	Resource string        // when Granted: what Hold.Resource reports
-	Wait     time.Duration // when Busy: a hint for the fallback re-check
+	Wait     time.Duration // when Busy: a hint for the fallback re-check; when Grace: the grace left
 	Position int64         // when Busy and queued: 0-based queue position, else -1
 }
 
 // Acquire tries to grant r to hold id hid. With wait, a busy resource queues
 // hid FIFO; the grant may later arrive as a notification "g|hid|token|resource"
-// on the session's channel. Acquire is idempotent per hid.
+// on the session's channel. Without wait, a resource not granted during a
+// restart grace is reported as Grace rather than Busy. Acquire is idempotent
+// per hid.
 func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Grant, error) {
 	w := "0"
 	if wait {
@@ -282,6 +285,8 @@ func parseGrant(v []rueidis.RedisMessage, name string) (Grant, error) {
 		return Grant{Status: epochMissing}, nil
 	case len(ints) == 1 && ints[0] == replyWithdrawn:
 		return Grant{Status: Withdrawn}, nil
+	case len(ints) == 2 && ints[0] == replyGrace:
+		return Grant{Status: Grace, Wait: time.Duration(max(ints[1], 0)) * time.Millisecond}, nil
 	case len(ints) == 2 && ints[0] == replyLimitMismatch:
 		return Grant{}, fmt.Errorf("%w: stored limit is %d", ErrLimitMismatch, ints[1])
 	case len(ints) == 1 && ints[0] == replyNotMember:

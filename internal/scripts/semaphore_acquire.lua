@@ -5,11 +5,13 @@
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] name   ARGV[6] n   ARGV[7] the caller's limit
 -- Returns {1, token} when granted (idempotent per hold id, even after the
--- limit changed); {0, wait ms, position or -1} when not; {-1} when the
--- caller's lease is gone; {-2, stored limit} when the stored limit differs
--- from the caller's and the caller is not queued, or is queued for more than
--- the stored limit (it is then withdrawn): the caller holds and waits for
--- nothing after -2; {-5} when the epoch marker is missing (see common.lua).
+-- limit changed); {0, wait ms, position or -1} when not; {-8, grace ms}
+-- when not, during a restart grace, to a caller that does not queue; {-1}
+-- when the caller's lease is gone; {-2, stored limit} when the stored limit
+-- differs from the caller's and the caller is not queued, or is queued for
+-- more than the stored limit (it is then withdrawn): the caller holds and
+-- waits for nothing after -2; {-5} when the epoch marker is missing (see
+-- common.lua).
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 
 -- Fast path, before the helpers exist (see scripts.go): the caller's lease
@@ -34,7 +36,7 @@ if lease[1] == '0' and not lease[2] then
 end
 
 --@helpers
-local stop, grace = check_caller(p, hid)
+local stop, grace = check_caller(p, hid, ARGV[3])
 if stop then
   return stop
 end
@@ -75,4 +77,4 @@ local wait = grace
 if grace == 0 then
   wait = sem_wait(p, holders)
 end
-return busy(q, entry, wait, ARGV[3])
+return busy(q, entry, wait, ARGV[3], grace)

@@ -1,0 +1,151 @@
+package election
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/hook"
+)
+
+// Observer follows the leader of an election: C receives the leader every
+// time it changes, and once C is closed, Err says why the observation ended.
+// Election.Observer starts one. An Observer is safe for concurrent use.
+type Observer struct {
+	c chan Leader // written only by the observing goroutine; closed by end
+
+	mu  sync.Mutex
+	err error // guarded by mu: nil until end sets it, right before closing c
+}
+
+// Observer starts following the election's leader. The Observer's channel
+// receives the leader every time it changes, starting with the current one;
+// a zero Leader means nobody leads. The channel holds one value and always
+// ends with the latest: a slow reader skips intermediate states, never gets
+// them out of order. A change is announced on pub/sub; after a reconnect,
+// and when the leader's lease could have expired, the state is read again.
+//
+// The observation ends, and the channel is closed, when ctx ends, when the
+// session ends, or at once when the name is invalid or the session has
+// ended already; Err then says which. Redis errors do not end it: reads and
+// subscriptions are retried with a growing pause (up to a second) for as
+// long as ctx and the session last. It runs in a goroutine owned by the
+// session, which Session.Close waits for.
+func (e *Election) Observer(ctx context.Context) *Observer {
+	o := &Observer{c: make(chan Leader, 1)}
+	if err := e.check(""); err != nil {
+		o.end(err)
+		return o
+	}
+	started := hook.Lease(e.s).Go(func(sctx context.Context) {
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		defer context.AfterFunc(sctx, func() { cancel(context.Cause(sctx)) })()
+		e.observe(ctx, o.c) // returns only once ctx has ended
+		o.end(context.Cause(ctx))
+	})
+	if !started { // the session has ended (Go refuses only then)
+		o.end(context.Cause(e.s.Context()))
+	}
+	return o
+}
+
+// C returns the channel that receives the leader at every change, closed
+// when the observation ends. It is the same channel at every call.
+func (o *Observer) C() <-chan Leader { return o.c }
+
+// Err returns nil while the observation runs. Once it has ended it returns
+// why, and Err is set before C is closed, so a reader that finds C closed
+// (a for range loop over C ends) gets the reason:
+//
+//   - ctx's cause (context.Cause) when the ctx passed to Observer ended;
+//   - the session's end, an error matching session.ErrLeaseLost or
+//     session.ErrClosed, when the session ended first;
+//   - an error matching session.ErrInvalidName when the election's name is
+//     invalid (see session.CheckName).
+func (o *Observer) Err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+// end records why the observation ended, then closes c.
+func (o *Observer) end(err error) {
+	o.mu.Lock()
+	o.err = err
+	o.mu.Unlock()
+	close(o.c)
+}
+
+// Observe is Observer(ctx).C(): a channel that receives the leader every
+// time it changes, starting with the current one (a zero Leader means nobody
+// leads), closed when ctx ends or the session ends, or at once when the name
+// is invalid. Use Observer to learn why the channel was closed.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	return e.Observer(ctx).C()
+}
+
+// observe delivers the leader's changes to out until ctx ends.
+func (e *Election) observe(ctx context.Context, out chan Leader) {
+	ch := hook.Env(e.s).K.ElectionChannel(e.name)
+	msgs := make(chan string, 1)
+	var last *Leader
+	deliver := func(l Leader) {
+		if last != nil && *last == l {
+			return
+		}
+		last = &l
+		select {
+		case <-out: // drop the unread older value
+		default:
+		}
+		out <- l
+	}
+	retry := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		recheck := hook.Lease(e.s).Recheck()
+		stop, err := hook.Lease(e.s).Watch(ctx, ch, msgs)
+		if err != nil {
+			if !sleep(ctx, retry) {
+				return
+			}
+			retry = min(2*retry, time.Second)
+			continue
+		}
+		retry = 100 * time.Millisecond
+		// Read after subscribing: no change can fall in between.
+		for alive := true; alive; {
+			l, ttl, err := e.read(ctx)
+			next := time.Second
+			if err == nil {
+				deliver(l)
+				if ttl > 0 {
+					next = ttl + 5*time.Millisecond
+				}
+			}
+			t := time.NewTimer(next)
+			select {
+			case <-msgs:
+			case <-t.C:
+			case <-recheck:
+				alive = false
+			case <-ctx.Done():
+				alive = false
+			}
+			t.Stop()
+		}
+		stop()
+	}
+}
+
+// sleep waits d; it reports false when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,35 @@
+// Package semaphore provides a weighted counting semaphore shared by every
+// session of a namespace: at most Limit permits are held at once, across all
+// processes.
+//
+//	sem := semaphore.New(s, "partner-api", 4) // at most 4 permits held at once, in all processes
+//	h, err := sem.Acquire(ctx, 1)             // blocks, FIFO, until a permit is free
+//	if err != nil {
+//		return err
+//	}
+//	defer h.Release(context.Background())
+//	return callPartner(h.Context())
+//
+// Acquire waits FIFO, like golang.org/x/sync/semaphore but across processes:
+// a large request at the head of the queue is not starved by smaller ones
+// behind it. A release hands permits directly to the waiters that now fit, in
+// the same script call, and notifies them.
+//
+// # Guarantees and limits
+//
+// Permits are held by sessions: a holder that crashes gives its permits back
+// when its lease expires (within the TTL), with no operator action and no
+// Release — the classic leak of TTL-less Redis semaphores cannot happen. Each
+// hold's context is canceled before its permits can be granted to anyone else
+// (see package session for the clock assumptions). Every grant carries a
+// fencing token, strictly increasing per semaphore.
+//
+// The limit lives in Redis. The first user stores it; a client passing a
+// different limit gets ErrLimitMismatch, so two deployments that disagree
+// notice instead of silently using two limits. SetLimit changes it on
+// purpose: shrinking never revokes current holders, new grants wait until
+// use drops below the new limit. Waiters queued before a SetLimit keep their
+// place; one asking for more than the new limit could never be served, so
+// its Acquire fails with ErrLimitMismatch instead of blocking the queue.
+// LockDelay does not apply to semaphores.
+package semaphore

@@ -1,0 +1,148 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/mutex"
+	"github.com/leasehold/leasehold/session"
+)
+
+// A session holds a mutex until it is closed. The example runs on an
+// in-process miniredis so that it is self-contained; point InitAddress at a
+// real Redis in production.
+func Example() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	ctx := context.Background()
+
+	s, err := session.Dial(ctx,
+		rueidis.ClientOption{
+			InitAddress: []string{mr.Addr()},
+			// For miniredis only, which answers CLUSTER commands like a
+			// one-node cluster: production code leaves ForceSingleClient
+			// unset, and rueidis tells a standalone Redis from a cluster.
+			ForceSingleClient: true,
+		},
+		session.Options{
+			TTL: 5 * time.Second,
+			// For this brand-new miniredis only, which reports no uptime,
+			// so the restart grace would hold the first grant back for a
+			// whole TTL: production code must not set it. On Redis, the
+			// grace is what keeps a restart that lost the data from
+			// granting a resource twice.
+			DisableRestartGrace: true,
+		})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close() // idempotent
+
+	h, err := mutex.New(s, "reindex").Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Work under h.Context(): it is canceled the moment the hold can no
+	// longer be proven, before anyone else can get the mutex.
+	fmt.Println("holding", h.Resource(), "err:", h.Err())
+
+	// Close releases every hold in Redis and deletes the lease; the holds'
+	// contexts end with ErrClosed. A lost lease would end them with an error
+	// matching ErrLeaseLost instead.
+	if err := s.Close(); err != nil {
+		log.Fatal(err)
+	}
+	<-h.Done()
+	fmt.Println("hold ended:", context.Cause(h.Context()))
+	fmt.Println("session ended:", s.Err())
+	// Output:
+	// holding reindex err: <nil>
+	// hold ended: session: closed
+	// session ended: session: closed
+}
+
+// New opens a session on a client the caller owns. Build the client as
+// Dial builds its own: DisableCache on, and a ConnWriteTimeout below the TTL.
+func ExampleNew() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	ctx := context.Background()
+
+	const ttl = 5 * time.Second
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       []string{mr.Addr()},
+		DisableCache:      true,    // leasehold uses no client-side caching
+		ConnWriteTimeout:  ttl / 2, // give up a stalled connection within the lease
+		ForceSingleClient: true,    // for miniredis only (see Example)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close() // after the session's Close: the caller owns the client
+
+	s, err := session.New(ctx, c, session.Options{
+		TTL:                 ttl,
+		DisableRestartGrace: true, // for miniredis only (see Example)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	fmt.Println("TTL:", s.Options().TTL, "heartbeat:", s.Options().Heartbeat.Round(time.Millisecond))
+	// Output:
+	// TTL: 5s heartbeat: 1.667s
+}
+
+// A Manager keeps a process working through lease losses: Run runs fn on
+// the live session, and again on a new one when the lease is lost.
+func ExampleManager_Run() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	ctx := context.Background()
+
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       []string{mr.Addr()},
+		DisableCache:      true,
+		ConnWriteTimeout:  2500 * time.Millisecond, // below the TTL, as for New
+		ForceSingleClient: true,                    // for miniredis only (see Example)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	m := session.NewManager(c, session.Options{
+		TTL:                 5 * time.Second,
+		DisableRestartGrace: true, // for miniredis only (see Example)
+	})
+	defer m.Close()
+
+	err = m.Run(ctx, func(ctx context.Context, s *session.Session) error {
+		// ctx ends with the session: stop working when it does.
+		h, err := mutex.New(s, "reindex").Lock(ctx)
+		if err != nil {
+			return err
+		}
+		defer h.Release(context.Background())
+		fmt.Println("reindexing under", h.Resource())
+		return nil
+	})
+	fmt.Println("Run:", err)
+	// Output:
+	// reindexing under reindex
+	// Run: <nil>
+}
