@@ -3,9 +3,10 @@
 #     include chaos/chaos.mk
 #
 # `make chaos` runs every scenario: the process tier (real redis-server
-# processes, fault proxies, holders in separate processes, Sentinel) in
-# ./chaos with LEASEHOLD_CHAOS=1, then the Docker tier in ./chaos/docker (a
-# module of its own; it skips, saying so, where no Docker engine answers).
+# processes, fault proxies, holders in separate processes, Sentinel: TestChaos;
+# Redis Cluster: TestChaosCluster) in ./chaos with LEASEHOLD_CHAOS=1, then the
+# Docker tier in ./chaos/docker (a module of its own; it skips, saying so,
+# where no Docker engine answers).
 # Without LEASEHOLD_CHAOS=1, `go test ./...` runs only the quick smoke
 # scenario and the checker's own tests.
 #

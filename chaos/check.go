@@ -62,6 +62,11 @@ type Summary struct {
 	StallExcused  int         `json:"stall_excused"` // late cancels a stall of the process explains
 	RecoveryMs    float64     `json:"recovery_ms"`   // longest heal -> grant of every kind
 	Stuck         bool        `json:"stuck"`         // some kind was not granted within the bound after a heal
+	GapBeforeMs   float64     `json:"gap_before_ms"` // mutex hand-off gap p50 before the first fault (handoff)
+	GapAfterMs    float64     `json:"gap_after_ms"`  // ... after the last heal
+	GapBeforeN    int         `json:"gap_before_n"`  // samples of each
+	GapAfterN     int         `json:"gap_after_n"`
+	GapFew        bool        `json:"gap_few"` // too few samples to compare the two
 	Violations    []Violation `json:"violations"`
 	Anomalies     []Violation `json:"anomalies"` // measured in scenarios without a guarantee
 	Unprotected   bool        `json:"unprotected"`

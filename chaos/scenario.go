@@ -25,10 +25,11 @@ const (
 	AOF                       // appendonly yes, appendfsync always
 	Sentineled                // master + replica + 3 Sentinels, clients through Sentinel
 	External                  // Scenario.Setup provides it (chaos/docker)
+	Clustered                 // Redis Cluster, 3 masters + 3 replicas (cluster.go)
 )
 
 func (b Backend) String() string {
-	return [...]string{"plain", "aof", "sentinel", "external"}[b]
+	return [...]string{"plain", "aof", "sentinel", "external", "cluster"}[b]
 }
 
 // Scenario is one workload run under one nemesis.
@@ -76,6 +77,9 @@ type Env struct {
 	Addrs    []string          // what holders dial (before proxies)
 	Procs    []*Proc
 	Data     any // External setups' handles
+
+	Cluster   *redistest.Cluster // Clustered (cluster.go)
+	Namespace string             // the scenario's namespace
 
 	ctx context.Context
 }
@@ -170,9 +174,9 @@ func (r *Results) Table() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-24s %5s %6s %7s %6s %6s %5s %7s %5s %5s %4s %9s %6s %8s %4s %4s\n",
+	fmt.Fprintf(&b, "%-24s %5s %6s %7s %6s %6s %5s %7s %5s %5s %4s %9s %6s %8s %11s %4s %4s\n",
 		"scenario", "secs", "grants", "storeop", "faults", "losses", "lease", "reclaim", "stale", "pause", "late",
-		"cancel", "stall", "recovery", "viol", "anom")
+		"cancel", "stall", "recovery", "gap b/a ms", "viol", "anom")
 	for _, s := range r.all {
 		cancel := "-"
 		if s.CancelSeen {
@@ -182,16 +186,17 @@ func (r *Results) Table() string {
 		if s.Stuck {
 			recovery = "stuck"
 		}
-		fmt.Fprintf(&b, "%-24s %5.1f %6d %7d %6d %6d %5d %7s %5d %5d %4d %9s %4.0fms %8s %4d %4d\n",
+		fmt.Fprintf(&b, "%-24s %5.1f %6d %7d %6d %6d %5d %7s %5d %5d %4d %9s %4.0fms %8s %11s %4d %4d\n",
 			s.Scenario, s.Seconds, s.Grants, s.StoreOps, s.Faults, s.Losses, s.SessionsLost,
 			fmt.Sprintf("%d/%d", s.Reclaimed, s.ReclaimLost), s.StaleRejected, s.PauseOverlaps, s.LateAccepted,
-			cancel, s.MaxStallMs, recovery, len(s.Violations), len(s.Anomalies))
+			cancel, s.MaxStallMs, recovery, gapColumn(s), len(s.Violations), len(s.Anomalies))
 	}
 	b.WriteString("columns: losses = holds lost; lease = sessions lost; reclaim = holds reclaimed/not reclaimed after Redis lost its data;\n" +
 		"stale = store ops refused for a stale token; pause = overlaps with a SIGSTOPped holder (fencing covers them);\n" +
 		"late = store ops accepted after a newer grant; cancel = latest observed hold cancel relative to sendTime(last beat)+TTL\n" +
 		"(negative: before; \"-\": no hold lost outside a process pause; lateness a scheduling stall explains is excused); stall = longest scheduling stall of a holder process;\n" +
-		"recovery = longest heal -> grant of every primitive; anom = broken properties in unprotected (measured) scenarios\n")
+		"recovery = longest heal -> grant of every primitive; gap b/a = mutex hand-off gap p50 before the first fault / after the last heal\n" +
+		"(n=<samples> when too few to compare; checked on a cluster); anom = broken properties in unprotected (measured) scenarios\n")
 	return b.String()
 }
 
@@ -238,7 +243,10 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	case External:
 		sc.Setup(env)
 		testutil.InitEpoch(t, env.Addrs[0], ns)
+	case Clustered:
+		ns = startClustered(t, env)
 	}
+	env.Namespace = ns
 
 	dir := t.TempDir()
 	for i := range sc.Procs {
@@ -297,6 +305,8 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	// heartbeat interval).
 	stateAddr := func() string {
 		switch {
+		case env.Cluster != nil: // the namespace's master now
+			return env.nsMaster().Addr()
 		case env.Sentinel != nil:
 			return env.Sentinel.MasterAddr()
 		case env.Redis != nil:
@@ -321,6 +331,7 @@ func Run(t *testing.T, sc Scenario) *Summary {
 		TTL: sc.TTL, Grace: sc.TTL, SemLimit: 3, Kinds: sc.Kinds, Liveness: sc.Liveness, End: end,
 		ObsSlack: 10 * time.Millisecond, ResumeSlack: 250 * time.Millisecond,
 	}, origin, evs, ops, s)
+	handoff(t, &sc, evs, end, s)
 	s.Seconds = time.Since(start).Seconds()
 	granted := map[string]bool{}
 	for _, e := range evs {

@@ -45,7 +45,7 @@ const helperEnv = "LEASEHOLD_CHAOS_HELPER"
 type WorkerConfig struct {
 	Proc       int
 	Seed       uint64
-	Addrs      []string // Redis, or the Sentinels when MasterSet is set
+	Addrs      []string // Redis, the Sentinels when MasterSet is set, or the cluster's nodes
 	MasterSet  string
 	Namespace  string
 	TTL        time.Duration
@@ -248,7 +248,8 @@ func (m *sessions) clientOption() rueidis.ClientOption {
 		return rueidis.ClientOption{InitAddress: m.cfg.Addrs,
 			Sentinel: rueidis.SentinelOption{MasterSet: m.cfg.MasterSet}}
 	}
-	return rueidis.ClientOption{InitAddress: m.cfg.Addrs, ForceSingleClient: true}
+	// Several seeds: a Redis Cluster, which rueidis detects.
+	return rueidis.ClientOption{InitAddress: m.cfg.Addrs, ForceSingleClient: len(m.cfg.Addrs) == 1}
 }
 
 func (m *sessions) get(ctx context.Context) (*session.Session, error) {
