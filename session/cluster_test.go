@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -497,5 +498,80 @@ func TestClusterSlotMigration(t *testing.T) {
 			}
 			_ = g.Release(ctx)
 		})
+	}
+}
+
+// countHandler counts the log records whose message is msg.
+type countHandler struct {
+	msg string
+	n   *atomic.Int64
+}
+
+func (h countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestClusterSlotMoveResubscribesAtOnce: a waiter's shard channel
+// subscription is dropped when the slot moves; its session subscribes again
+// on the node the slot moved to even while rueidis' slot map still names
+// the old owner (which answers MOVED), so no subscribe fails and the next
+// release hands the mutex over by notification.
+func TestClusterSlotMoveResubscribesAtOnce(t *testing.T) {
+	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
+	c := rc.Client(t)
+	m := lastMaster(t, rc)
+	ns := nsOn(t, rc, c, m)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const ttl = 4 * time.Second
+	var failed atomic.Int64
+	holder := openOn(t, c, session.Options{Namespace: ns, TTL: ttl})
+	waiter := openOn(t, c, session.Options{Namespace: ns, TTL: ttl,
+		Logger: slog.New(countHandler{msg: "subscribe failed", n: &failed})})
+	var to *redistest.Server
+	for _, x := range rc.Masters(t) {
+		if x != m {
+			to = x
+		}
+	}
+	for round, dst := range []*redistest.Server{to, m} {
+		h, err := mutex.New(holder, "m").Lock(ctx)
+		if err != nil {
+			t.Fatalf("round %d: Lock: %v", round, err)
+		}
+		got := make(chan *session.Hold, 1)
+		go func() {
+			h, err := mutex.New(waiter, "m").Lock(ctx)
+			if err != nil {
+				t.Errorf("waiting Lock: %v", err)
+			}
+			got <- h
+		}()
+		waitQueued(t, c, "{"+ns+"}:q:m:m", 1)
+		rc.MigrateSlot(t, redistest.Slot("{"+ns+"}"), dst, 0)
+		waitSubscribed(t, rc, "{"+ns+"}:n:"+waiter.ID())
+		released := time.Now()
+		if err := h.Release(ctx); err != nil {
+			t.Fatalf("round %d: Release: %v", round, err)
+		}
+		h2 := <-got
+		if h2 == nil {
+			return
+		}
+		if gap := time.Since(released); gap > ttl/4 {
+			t.Errorf("round %d: waiter granted %v after the release, want a notification", round, gap)
+		}
+		if err := h2.Release(ctx); err != nil {
+			t.Fatalf("round %d: Release: %v", round, err)
+		}
+	}
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d subscribes failed after the slot moves, want none", n)
 	}
 }

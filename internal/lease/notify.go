@@ -100,28 +100,88 @@ func (l *loop) pump() {
 				l.subDone <- r
 				return
 			}
-			dropped := make(chan struct{}, 1)
-			r.errc = d.SetPubSubHooks(rueidis.PubSubHooks{
-				OnMessage: s.onMessage,
-				OnSubscription: func(ps rueidis.PubSubSubscription) {
-					if unsubscribed(ps.Kind) {
-						select {
-						case dropped <- struct{}{}:
-						default:
-						}
-					}
-				},
-			})
-			r.dc, r.release, r.dropped = d, func() { d.Close(); release() }, dropped
+			s.hook(&r, d, release)
 			dc = d
 		}
-		cmd := dc.B().Subscribe().Channel(chans...).Build()
-		if s.env.Sharded {
-			cmd = dc.B().Ssubscribe().Channel(chans...).Build()
+		r.err = dc.Do(ctx, s.subscribeCmd(dc, chans)).Error()
+		if addr, moved := movedTo(r.err); moved && r.dc != nil {
+			// Redis Cluster moved the channels' slot (failover, slot
+			// migration) and rueidis, whose slot map learns it lazily, gave
+			// a connection to the old owner. Subscribe where MOVED points
+			// at once, rather than fail the waiters onto their fallback
+			// re-check until the map is refreshed.
+			if n, ok := s.env.C.Nodes()[addr]; ok {
+				go r.release()
+				r.dc, r.release, r.errc, r.dropped = nil, nil, nil, nil
+				d, release, err := dedicateOn(ctx, n)
+				if err != nil {
+					r.err = err
+					l.subDone <- r
+					return
+				}
+				s.hook(&r, d, release)
+				r.err = d.Do(ctx, s.subscribeCmd(d, chans)).Error()
+			}
 		}
-		r.err = dc.Do(ctx, cmd).Error()
 		l.subDone <- r
 	})
+}
+
+// subscribeCmd builds the SUBSCRIBE (SSUBSCRIBE on Redis Cluster) of chans.
+func (s *Session) subscribeCmd(d rueidis.DedicatedClient, chans []string) rueidis.Completed {
+	if s.env.Sharded {
+		return d.B().Ssubscribe().Channel(chans...).Build()
+	}
+	return d.B().Subscribe().Channel(chans...).Build()
+}
+
+// hook makes d, a new notification connection that release gives back, the
+// one of r: messages go to onMessage, and a subscription the server drops
+// is reported on r.dropped.
+func (s *Session) hook(r *subResult, d rueidis.DedicatedClient, release func()) {
+	dropped := make(chan struct{}, 1)
+	r.errc = d.SetPubSubHooks(rueidis.PubSubHooks{
+		OnMessage: s.onMessage,
+		OnSubscription: func(ps rueidis.PubSubSubscription) {
+			if unsubscribed(ps.Kind) {
+				select {
+				case dropped <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	r.dc, r.release, r.dropped = d, func() { d.Close(); release() }, dropped
+}
+
+// movedTo returns the address a MOVED error points to.
+func movedTo(err error) (string, bool) {
+	if e, ok := rueidis.IsRedisErr(err); ok {
+		return e.IsMoved()
+	}
+	return "", false
+}
+
+// dedicateOn is Dedicate of c bounded by ctx (see dedicate), for the rare
+// subscribe on the node a MOVED names: a connection that arrives after ctx
+// ended is given back.
+func dedicateOn(ctx context.Context, c rueidis.Client) (rueidis.DedicatedClient, func(), error) {
+	ch := make(chan dedicated, 1)
+	go func() {
+		d, release := c.Dedicate()
+		ch <- dedicated{d, release}
+	}()
+	select {
+	case got := <-ch:
+		return got.d, got.release, nil
+	case <-ctx.Done():
+		go func() {
+			got := <-ch
+			got.d.Close()
+			got.release()
+		}()
+		return nil, nil, ctx.Err()
+	}
 }
 
 // dedicated is what rueidis' Dedicate returns.
