@@ -5,10 +5,11 @@
 # `make chaos` runs every scenario: the process tier (real redis-server
 # processes, fault proxies, holders in separate processes, Sentinel: TestChaos;
 # Redis Cluster: TestChaosCluster) in ./chaos with LEASEHOLD_CHAOS=1, then the
-# Docker tier in ./chaos/docker (a module of its own; it skips, saying so,
-# where no Docker engine answers).
-# Without LEASEHOLD_CHAOS=1, `go test ./...` runs only the quick smoke
-# scenario and the checker's own tests.
+# Docker tier in ./chaos/docker. Both are modules of their own (test suites,
+# not library API), with replace directives to the library in this
+# checkout; the Docker tier skips, saying so, where no Docker engine answers.
+# Without LEASEHOLD_CHAOS=1, `go test` in ./chaos (part of `make test`) runs
+# only the quick smoke scenario and the checker's own tests.
 #
 # Knobs: LEASEHOLD_CHAOS_SEED=<n> replays a run's random choices (the seed is
 # printed); LEASEHOLD_CHAOS_HISTORY=<dir> keeps every scenario's history as
@@ -29,7 +30,7 @@ CHAOS_RUN ?= .
 chaos: chaos-process chaos-docker
 
 chaos-process: redis-server
-	LEASEHOLD_CHAOS=1 $(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '$(CHAOS_RUN)' ./chaos/
+	cd chaos && LEASEHOLD_CHAOS=1 $(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -v -run '$(CHAOS_RUN)' .
 
 chaos-docker: redis-server
 	cd chaos/docker && LEASEHOLD_CHAOS=1 TESTCONTAINERS_RYUK_DISABLED=true \

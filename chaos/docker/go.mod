@@ -2,10 +2,14 @@ module github.com/leasehold/leasehold/chaos/docker
 
 go 1.26.0
 
-replace github.com/leasehold/leasehold => ../../
+replace (
+	github.com/leasehold/leasehold => ../../
+	github.com/leasehold/leasehold/chaos => ../
+)
 
 require (
 	github.com/leasehold/leasehold v0.0.0-00010101000000-000000000000
+	github.com/leasehold/leasehold/chaos v0.0.0-00010101000000-000000000000
 	github.com/moby/moby/api v1.55.0
 	github.com/moby/moby/client v0.5.0
 	github.com/testcontainers/testcontainers-go v0.44.0
