@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/redis/rueidis"
+
 	"github.com/leasehold/leasehold/internal/scripts"
 )
 
@@ -118,6 +120,15 @@ func (h *Hold) Release(ctx context.Context) error {
 	opctx, cancel := context.WithTimeout(ctx, h.s.opt.TTL)
 	defer cancel()
 	r, err := h.s.env.Release(opctx, h.res, h.hid, h.uncertain || h.unsure)
+	for try := 0; err != nil && connLost(err) && opctx.Err() == nil && try < 2; try++ {
+		// A pooled connection that died with the server (a restart) fails
+		// the first request sent on it: rueidis reports EOF and redials.
+		// The release is idempotent per hold id, so send it again at once,
+		// as one whose outcome is unknown, rather than report an error
+		// for a release that the next attempt completes.
+		h.unsure = true
+		r, err = h.s.env.Release(opctx, h.res, h.hid, true)
+	}
 	if err != nil {
 		h.unsure = true
 		h.s.post(func(l *loop) { l.release(pendingRelease{r: h.res, hid: h.hid}) })
@@ -134,6 +145,15 @@ func (h *Hold) Release(ctx context.Context) error {
 // lockCtx locks mu, or returns ctx's cause if ctx ends first: a Release
 // waiting for another one in flight (up to a TTL on a stalled Redis) must
 // still return at its own ctx's end. Uncontended, it is mu.TryLock.
+// connLost reports an error of the connection rather than of Redis or of
+// the call's ctx: the request may not have reached Redis at all.
+func connLost(err error) bool {
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		return false
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
 func lockCtx(ctx context.Context, mu *sync.Mutex) error {
 	if mu.TryLock() {
 		return nil
