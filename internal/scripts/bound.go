@@ -27,13 +27,7 @@ func (c bounded) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRes
 
 func (c bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
 	return within(ctx, func() []rueidis.RedisResult { return c.Client.DoMulti(ctx, multi...) },
-		func(err error) []rueidis.RedisResult {
-			rs := make([]rueidis.RedisResult, len(multi))
-			for i := range rs {
-				rs[i] = rueidis.NewErrorResult(err)
-			}
-			return rs
-		})
+		func(err error) []rueidis.RedisResult { return failed(len(multi), err) })
 }
 
 // within runs call, returning its result, or failed(ctx.Err()) when ctx ends
