@@ -42,6 +42,18 @@ func nsOn(t *testing.T, rc *redistest.Cluster, c rueidis.Client, master *rediste
 	return ""
 }
 
+// otherMaster returns a master other than m.
+func otherMaster(t *testing.T, rc *redistest.Cluster, m *redistest.Server) *redistest.Server {
+	t.Helper()
+	for _, x := range rc.Masters(t) {
+		if x != m {
+			return x
+		}
+	}
+	t.Fatalf("no master other than %s", m.Addr())
+	return nil
+}
+
 // lastMaster is the master of slot 16383: rueidis sends keyless commands
 // to another node first, which hid the restart-grace bug on the others.
 func lastMaster(t *testing.T, rc *redistest.Cluster) *redistest.Server {
@@ -440,12 +452,7 @@ func TestClusterSlotMigration(t *testing.T) {
 				}
 				defer p.Release(ctx)
 			}
-			var to *redistest.Server
-			for _, x := range rc.Masters(t) {
-				if x != m {
-					to = x
-				}
-			}
+			to := otherMaster(t, rc, m)
 			stop := make(chan struct{})
 			tried := make(chan int, 1)
 			go func() {
@@ -534,12 +541,7 @@ func TestClusterSlotMoveResubscribesAtOnce(t *testing.T) {
 	holder := openOn(t, c, session.Options{Namespace: ns, TTL: ttl})
 	waiter := openOn(t, c, session.Options{Namespace: ns, TTL: ttl,
 		Logger: slog.New(countHandler{msg: "subscribe failed", n: &failed})})
-	var to *redistest.Server
-	for _, x := range rc.Masters(t) {
-		if x != m {
-			to = x
-		}
-	}
+	to := otherMaster(t, rc, m)
 	for round, dst := range []*redistest.Server{to, m} {
 		h, err := mutex.New(holder, "m").Lock(ctx)
 		if err != nil {
