@@ -166,22 +166,33 @@ func movedTo(err error) (string, bool) {
 // subscribe on the node a MOVED names: a connection that arrives after ctx
 // ended is given back.
 func dedicateOn(ctx context.Context, c rueidis.Client) (rueidis.DedicatedClient, func(), error) {
+	ch := startDedicate(c)
+	select {
+	case got := <-ch:
+		return got.d, got.release, nil
+	case <-ctx.Done():
+		go giveBackWhenDedicated(ch)
+		return nil, nil, ctx.Err()
+	}
+}
+
+// startDedicate runs c.Dedicate in a goroutine of its own (it takes no
+// context) and returns the channel its connection arrives on.
+func startDedicate(c rueidis.Client) chan dedicated {
 	ch := make(chan dedicated, 1)
 	go func() {
 		d, release := c.Dedicate()
 		ch <- dedicated{d, release}
 	}()
-	select {
-	case got := <-ch:
-		return got.d, got.release, nil
-	case <-ctx.Done():
-		go func() {
-			got := <-ch
-			got.d.Close()
-			got.release()
-		}()
-		return nil, nil, ctx.Err()
-	}
+	return ch
+}
+
+// giveBackWhenDedicated closes and gives back the connection arriving on
+// ch, once it arrives: one nobody waits for any more.
+func giveBackWhenDedicated(ch chan dedicated) {
+	got := <-ch
+	got.d.Close()
+	got.release()
 }
 
 // dedicated is what rueidis' Dedicate returns.
@@ -203,13 +214,8 @@ func (s *Session) dedicate(ctx context.Context) (rueidis.DedicatedClient, func()
 	s.dedMu.Lock()
 	ch := s.dedCh
 	if ch == nil {
-		ch = make(chan dedicated, 1)
+		ch = startDedicate(s.env.C)
 		s.dedCh = ch
-		c := s.env.C
-		go func() {
-			d, release := c.Dedicate()
-			ch <- dedicated{d, release}
-		}()
 	}
 	s.dedMu.Unlock()
 	select {
@@ -231,11 +237,7 @@ func (s *Session) dropDedicate() {
 	s.dedCh = nil
 	s.dedMu.Unlock()
 	if ch != nil {
-		go func() {
-			got := <-ch
-			got.d.Close()
-			got.release()
-		}()
+		go giveBackWhenDedicated(ch)
 	}
 }
 
