@@ -27,9 +27,30 @@
 // The limit lives in Redis. The first user stores it; a client passing a
 // different limit gets ErrLimitMismatch, so two deployments that disagree
 // notice instead of silently using two limits. SetLimit changes it on
-// purpose: shrinking never revokes current holders, new grants wait until
-// use drops below the new limit. Waiters queued before a SetLimit keep their
-// place; one asking for more than the new limit could never be served, so
-// its Acquire fails with ErrLimitMismatch instead of blocking the queue.
+// purpose (as does `leasehold sem-limit NAME N`): an operator's limit
+// overrides every client's until ClearLimit, and stays in Redis while the
+// semaphore is idle. Shrinking never revokes current holders, new grants
+// wait until use drops below the new limit. Waiters queued before a SetLimit
+// keep their place; one asking for more than the new limit could never be
+// served, so its Acquire fails with ErrLimitMismatch instead of blocking the
+// queue.
+//
+// # Changing the limit in a rolling deploy
+//
+// Old pods pass the old limit to New, new pods the new one; without an
+// operator's limit, whichever stored its limit first makes the others fail
+// with ErrLimitMismatch. So:
+//
+//  1. Before the rollout, set the new limit: `leasehold sem-limit NAME 6`
+//     (or SetLimit). From then on old and new pods both use 6 and neither
+//     fails; holders keep what they hold.
+//  2. Roll out the pods that pass 6 to New.
+//  3. Optionally `leasehold sem-limit --clear NAME`, so that a later
+//     disagreement between deployments is reported again. Leaving the
+//     operator's limit in place is also fine: it is then the limit, whatever
+//     the pods pass.
+//
+// Rolling back is the same with the old limit.
+//
 // LockDelay does not apply to semaphores.
 package semaphore

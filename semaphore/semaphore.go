@@ -66,19 +66,43 @@ func (sem *Semaphore) claim(ctx context.Context, n int64, wait bool) (*session.H
 	return h, scripts.Relabel(err, scripts.ErrLimitMismatch, ErrLimitMismatch)
 }
 
-// SetLimit stores a new limit in Redis, for every client of the semaphore,
-// and makes it this Semaphore's limit. Current holders keep their permits;
-// waiters that now fit are served at once, and waiters asking for more than
-// the new limit fail with ErrLimitMismatch.
+// SetLimit stores limit in Redis as set by an operator, and makes it this
+// Semaphore's limit. An operator's limit overrides the limit every client
+// passes to New (no client gets ErrLimitMismatch while it stands) and is
+// configuration: it stays in Redis while the semaphore is idle, until
+// ClearLimit. Current holders keep their permits, so a smaller limit only
+// makes new grants wait until use drops below it; waiters that now fit are
+// served at once, and waiters asking for more than the new limit fail with
+// ErrLimitMismatch. See the package doc for a rolling deploy.
 func (sem *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 	if err := sem.check(limit); err != nil {
 		return err
 	}
-	if _, err := hook.Env(sem.s).SemaphoreSetLimit(ctx, sem.name, limit); err != nil {
+	if _, err := sem.setLimit(ctx, limit); err != nil {
 		return fmt.Errorf("semaphore %q: set limit: %w", sem.name, err)
 	}
 	sem.limit.Store(limit)
 	return nil
+}
+
+// ClearLimit withdraws an operator's limit (see SetLimit): the stored limit
+// stays while the semaphore is in use, but clients passing another limit get
+// ErrLimitMismatch again, and once idle the semaphore's keys expire as usual;
+// the next user then stores its own limit. Clearing a semaphore with no
+// stored limit changes nothing.
+func (sem *Semaphore) ClearLimit(ctx context.Context) error {
+	if err := sem.check(sem.limit.Load()); err != nil {
+		return err
+	}
+	if _, err := sem.setLimit(ctx, 0); err != nil {
+		return fmt.Errorf("semaphore %q: clear limit: %w", sem.name, err)
+	}
+	return nil
+}
+
+func (sem *Semaphore) setLimit(ctx context.Context, limit int64) (int64, error) {
+	idle := 2 * hook.Lease(sem.s).Options().TTL
+	return hook.Env(sem.s).SemaphoreSetLimit(ctx, sem.name, limit, idle)
 }
 
 // Holder is one live holder of a semaphore.
@@ -93,6 +117,7 @@ type Holder struct {
 // Stats describes a semaphore.
 type Stats struct {
 	Limit   int64 // stored limit (0 when never used)
+	Set     bool  // an operator set the limit (SetLimit): it overrides clients' limits
 	InUse   int64 // permits held by live holders
 	Holders []Holder
 	Waiters int // live requests waiting
@@ -110,7 +135,7 @@ func (sem *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("semaphore %q: stats: %w", sem.name, err)
 	}
-	out := Stats{Limit: st.Limit, Waiters: st.Waiters}
+	out := Stats{Limit: st.Limit, Set: st.Set, Waiters: st.Waiters}
 	for _, h := range st.Holders {
 		sid := scripts.SessionOf(h.HoldID)
 		out.Holders = append(out.Holders, Holder{Session: sid, Owner: h.Owner, N: h.N, Token: h.Token, TTL: h.TTL})

@@ -600,16 +600,94 @@ func TestLimitSemantics(t *testing.T) {
 	}
 	wantStats(t, st, 4, 0, holder{a.ID(), 2, h1.Token()}, holder{c.ID(), 1, r.h.Token()})
 
-	// b's limit is the stored one now; a's is not.
-	h3, err := semB.TryAcquire(ctx, 1)
-	if err != nil {
-		t.Fatalf("TryAcquire with the new limit: %v", err)
+	// An operator's limit overrides every client's: a client that still
+	// passes another limit (semD: 7) is served under 4, not refused.
+	if !st.Set {
+		t.Fatalf("Stats after SetLimit: %+v, want Set", st)
 	}
-	if _, err := semA.TryAcquire(ctx, 1); !errors.Is(err, semaphore.ErrLimitMismatch) {
-		t.Fatalf("TryAcquire with the old limit: %v, want ErrLimitMismatch", err)
+	semD := semaphore.New(c, "lim", 7)
+	h3, err := semD.TryAcquire(ctx, 1)
+	if err != nil {
+		t.Fatalf("TryAcquire with limit 7 under an operator's limit 4: %v", err)
+	}
+	if _, err := semD.TryAcquire(ctx, 1); !errors.Is(err, semaphore.ErrNoPermits) {
+		t.Fatalf("TryAcquire past the operator's limit 4: %v, want ErrNoPermits", err)
+	}
+	if _, err := semD.TryAcquire(ctx, 5); !errors.Is(err, semaphore.ErrLimitMismatch) {
+		t.Fatalf("TryAcquire(5) under an operator's limit 4: %v, want ErrLimitMismatch", err)
+	}
+
+	// Cleared, the stored limit is b's again and another one is refused.
+	if err := semB.ClearLimit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := stats(t, ctx, semB); st.Set || st.Limit != 4 {
+		t.Fatalf("Stats after ClearLimit: %+v, want limit 4, not Set", st)
+	}
+	release(t, ctx, h3)
+	h3, err = semB.TryAcquire(ctx, 1)
+	if err != nil {
+		t.Fatalf("TryAcquire with the stored limit: %v", err)
+	}
+	before = snapshot(t, ctx, probe, ns, "lim")
+	for _, sem := range []*semaphore.Semaphore{semA, semD} {
+		if _, err := sem.TryAcquire(ctx, 1); !errors.Is(err, semaphore.ErrLimitMismatch) {
+			t.Fatalf("TryAcquire with another limit after ClearLimit: %v, want ErrLimitMismatch", err)
+		}
+	}
+	if after := snapshot(t, ctx, probe, ns, "lim"); after != before {
+		t.Fatalf("a mismatched limit changed Redis:\nbefore %s\nafter  %s", before, after)
 	}
 	release(t, ctx, h1, r.h, h3)
 	wantStats(t, stats(t, ctx, semA), 4, 0)
+}
+
+// TestOperatorLimitIsKept: an operator's limit is configuration: the
+// semaphore's key does not expire while idle; after ClearLimit it does,
+// like any idle resource.
+func TestOperatorLimitIsKept(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	s := testutil.Dial(t, addr, ns, session.Options{TTL: 10 * time.Second})
+	probe := testutil.Client(t, addr)
+	meta := "{" + ns + "}:sem:kept"
+	pttl := func() int64 {
+		t.Helper()
+		v, err := probe.Do(ctx, probe.B().Pttl().Key(meta).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	sem := semaphore.New(s, "kept", 2)
+	if err := sem.SetLimit(ctx, 3); err != nil { // never used before: no grant recorded an idle time
+		t.Fatal(err)
+	}
+	if got := pttl(); got != -1 {
+		t.Fatalf("PTTL of an idle semaphore with an operator's limit = %d, want -1 (kept)", got)
+	}
+	h, err := sem.TryAcquire(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(t, ctx, h)
+	if got := pttl(); got != -1 {
+		t.Fatalf("PTTL after the last release under an operator's limit = %d, want -1 (kept)", got)
+	}
+	if err := sem.ClearLimit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := pttl(); got <= 0 || got > 20000 {
+		t.Fatalf("PTTL of the idle semaphore after ClearLimit = %d, want 0 < PTTL <= 2 x TTL", got)
+	}
+	if err := semaphore.New(s, "never-used", 2).ClearLimit(ctx); err != nil {
+		t.Fatalf("ClearLimit on a semaphore with no stored limit: %v", err)
+	}
+	if n, err := probe.Do(ctx, probe.B().Exists().Key("{"+ns+"}:sem:never-used").Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("ClearLimit on an unused semaphore left a key: EXISTS = %d, %v", n, err)
+	}
 }
 
 // cmdCalls returns how many times Redis ran cmd, including from scripts.
@@ -764,8 +842,13 @@ func TestAcquireScriptAcrossLimitChange(t *testing.T) {
 			t.Fatalf("Acquire(%s, n=%d) = %+v, %v; want queued at %d", x.hid, x.n, g, err, x.pos)
 		}
 	}
-	// Another client grows the limit: 3+2 > 4, nobody is served.
-	if err := semaphore.New(other, "idem", 4).SetLimit(ctx, 4); err != nil {
+	// Another client grows the limit: 3+2 > 4, nobody is served. Cleared,
+	// the operator's limit is a plain stored limit that others mismatch.
+	grow := semaphore.New(other, "idem", 4)
+	if err := grow.SetLimit(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := grow.ClearLimit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshot(t, ctx, probe, ns, "idem")

@@ -489,6 +489,51 @@ func TestSemLimit(t *testing.T) {
 	}
 }
 
+// TestSemLimitCommand: sem-limit shows the stored limit, sets one that
+// overrides every user's --limit (a rolling deploy's old and new limits both
+// run), and --clear makes a different --limit a usage error again. Bad input
+// is a usage error that changes nothing.
+func TestSemLimitCommand(t *testing.T) {
+	t.Parallel()
+	_, url, ns := server(t)
+	run := func(want int, args ...string) string {
+		t.Helper()
+		out, errb, code := cli(t, url, append([]string{"--namespace", ns}, args...)...)
+		if code != want {
+			t.Fatalf("%v: exit %d, want %d; stdout %q, stderr %q", args, code, want, out, errb)
+		}
+		return out + errb
+	}
+	wantIn := func(got, want string) {
+		t.Helper()
+		if !strings.Contains(got, want) {
+			t.Fatalf("output %q, want it to contain %q", got, want)
+		}
+	}
+	wantIn(run(0, "sem-limit", "s"), `semaphore "s" has no stored limit`)
+	for _, bad := range [][]string{{"sem-limit"}, {"sem-limit", "s", "0"}, {"sem-limit", "s", "x"},
+		{"sem-limit", "s", "2", "3"}, {"sem-limit", "--clear", "s", "2"}, {"sem-limit", "a\nb", "2"}} {
+		run(exitUsage, bad...)
+	}
+	wantIn(run(0, "sem-limit", "s"), `semaphore "s" has no stored limit`)
+
+	run(0, "sem", "--limit", "1", "s", "--", "true")
+	wantIn(run(0, "sem-limit", "s"), `semaphore "s": limit 1, stored by its first user`)
+	wantIn(run(exitUsage, "sem", "--limit", "2", "s", "--", "true"), "leasehold sem-limit s 2")
+
+	wantIn(run(0, "sem-limit", "s", "2"), `semaphore "s": limit 1 -> 2`)
+	wantIn(run(0, "sem-limit", "s"), `semaphore "s": limit 2, set by an operator`)
+	for _, limit := range []string{"1", "2", "5"} { // old, new, and any other --limit run
+		run(0, "sem", "--limit", limit, "--wait", "0", "s", "--", "true")
+	}
+
+	wantIn(run(0, "sem-limit", "--clear", "s"), `semaphore "s": limit 2 is no longer an operator's`)
+	wantIn(run(0, "sem-limit", "s"), `semaphore "s": limit 2, stored by its first user`)
+	run(exitUsage, "sem", "--limit", "1", "s", "--", "true")
+	run(0, "sem", "--limit", "2", "--wait", "0", "s", "--", "true")
+	wantIn(run(0, "sem-limit", "--clear", "never-used"), `semaphore "never-used" has no stored limit: nothing to clear`)
+}
+
 // TestElect: the leader's command runs alone; when it is stopped by a signal
 // passed on by leasehold, the next candidate leads with a higher term.
 func TestElect(t *testing.T) {

@@ -41,6 +41,8 @@ Commands:
   status [--json]                     sessions, mutexes, semaphores, pools, elections
   reset NAME [--yes]                  force-release mutex NAME (or an election's leader)
   reset --all [--yes]                 force-release every held mutex
+  sem-limit NAME [N]                  show, or set for every user, semaphore NAME's limit
+  sem-limit --clear NAME              withdraw the limit an operator set
   pool add|rm NAME KEY...             add or remove members of pool NAME
   pool ls|stats NAME                  list members; show holders and waiters
   demo                                a short scripted story on an embedded Redis
@@ -128,6 +130,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdStatus(ctx, g, cargs, stdout)
 	case "reset":
 		err = cmdReset(ctx, g, cargs, stdout)
+	case "sem-limit":
+		err = cmdSemLimit(ctx, g, cargs, stdout)
 	case "pool":
 		err = cmdPool(ctx, g, cargs, stdout)
 	case "demo":

@@ -193,7 +193,9 @@ CMD that ignores SIGTERM may run up to --kill-after beside the permits' next
 holder, so keep --kill-after small or make CMD honour SIGTERM.
 
 A --limit that differs from the limit stored for NAME is a usage error: exit
-2, nothing is acquired and CMD does not run.
+2, nothing is acquired and CMD does not run. An operator changes the limit
+for everyone with 'leasehold sem-limit NAME N'; while such a limit stands it
+overrides every --limit (see 'leasehold sem-limit -h').
 `
 
 func cmdSem(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
@@ -246,8 +248,8 @@ func limitMismatch(ctx context.Context, c *command, sem *semaphore.Semaphore, na
 	if st, err := sem.Stats(ctx); err == nil && st.Limit > 0 {
 		stored = fmt.Sprintf("the limit %d stored in Redis", st.Limit)
 	}
-	return c.usageErr("--limit %d differs from %s for semaphore %q; every user of a semaphore must pass the same --limit",
-		limit, stored, name)
+	return c.usageErr("--limit %d differs from %s for semaphore %q; every user of a semaphore must pass the same --limit (to change it for everyone: leasehold sem-limit %s %d)",
+		limit, stored, name, esc(name), limit)
 }
 
 const electAbout = `Campaigns in election NAME and runs CMD while this process leads: one active

@@ -105,11 +105,12 @@ type SemaphoreHolderStatus struct {
 
 // SemaphoreStatus is one semaphore.
 type SemaphoreStatus struct {
-	Name    string                  `json:"name"`
-	Limit   int64                   `json:"limit"`
-	InUse   int64                   `json:"in_use"`
-	Holders []SemaphoreHolderStatus `json:"holders"`
-	Waiters int                     `json:"waiters"`
+	Name     string                  `json:"name"`
+	Limit    int64                   `json:"limit"`
+	LimitSet bool                    `json:"limit_set"` // an operator set the limit (sem-limit)
+	InUse    int64                   `json:"in_use"`
+	Holders  []SemaphoreHolderStatus `json:"holders"`
+	Waiters  int                     `json:"waiters"`
 }
 
 // PoolMemberStatus is one held member of a pool.
@@ -143,7 +144,8 @@ is pending (Redis lost its data: nothing is granted for up to a TTL after it
 started), a line says so and for how long. --json prints the same as one JSON
 object (durations in milliseconds; every hold of a session as an object with
 kind, name, member, permits, value, token, session, hold, owner and
-remaining_ms).
+remaining_ms). A semaphore limit an operator set with sem-limit shows as
+"2/6(set)" (in use / limit), and as "limit_set" in JSON.
 
 Names, owners, values and session ids that hold spaces, control characters
 or invalid UTF-8 are printed quoted, with Go escapes ("a\nb", "\xff"), so
@@ -251,7 +253,7 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 		if err != nil {
 			return nil, fmt.Errorf("semaphore %q: %w", name, err)
 		}
-		s := SemaphoreStatus{Name: name, Limit: ss.Limit, Waiters: ss.Waiters, Holders: []SemaphoreHolderStatus{}}
+		s := SemaphoreStatus{Name: name, Limit: ss.Limit, LimitSet: ss.Set, Waiters: ss.Waiters, Holders: []SemaphoreHolderStatus{}}
 		for _, h := range ss.Holders {
 			hs := holder(h.HoldID, h.Owner, h.Token)
 			hs.RemainingMs = h.TTL.Milliseconds()
@@ -446,7 +448,11 @@ func printStatus(w io.Writer, st *Status) {
 		for _, h := range s.Holders {
 			hs = append(hs, fmt.Sprintf("%s %s %d %d %s", esc(h.Session), cell(h.Owner), h.Permits, h.Token, msHuman(h.RemainingMs)))
 		}
-		p("%s\t%d/%d\t%d\t%s", esc(s.Name), s.InUse, s.Limit, s.Waiters, orDash(strings.Join(hs, "; ")))
+		set := ""
+		if s.LimitSet {
+			set = "(set)" // one field: the table separates fields with spaces
+		}
+		p("%s\t%d/%d%s\t%d\t%s", esc(s.Name), s.InUse, s.Limit, set, s.Waiters, orDash(strings.Join(hs, "; ")))
 	}
 	p("")
 	p("POOLS\tMEMBERS\tFREE\tWAITERS\tHELD (key session owner token left)")

@@ -78,10 +78,13 @@ func (e Env) elKeys(name string) []string {
 	return []string{e.K.Election(name), e.K.Queue(Election, name), e.K.ElectionCandidates(name)}
 }
 
-// SemaphoreSetLimit stores a new limit and returns the previous one (0 if none).
-func (e Env) SemaphoreSetLimit(ctx context.Context, name string, limit int64) (int64, error) {
+// SemaphoreSetLimit stores limit as set by an operator, or clears that mark
+// when limit is 0, and returns the previous limit (0 if none). idle is how
+// long the semaphore is kept once idle when no grant recorded it yet.
+func (e Env) SemaphoreSetLimit(ctx context.Context, name string, limit int64, idle time.Duration) (int64, error) {
 	return semSetLimit.Exec(ctx, e.C, e.semKeys(name),
-		[]string{e.K.Prefix, e.sharded(), name, strconv.FormatInt(limit, 10)}).AsInt64()
+		[]string{e.K.Prefix, e.sharded(), name, strconv.FormatInt(limit, 10),
+			strconv.FormatInt(idle.Milliseconds(), 10)}).AsInt64()
 }
 
 // SemaphoreHolder is one live holder of a semaphore.
@@ -96,6 +99,7 @@ type SemaphoreHolder struct {
 // SemaphoreStats describes a semaphore.
 type SemaphoreStats struct {
 	Limit   int64
+	Set     bool // an operator set the limit (SemaphoreSetLimit)
 	Waiters int
 	Holders []SemaphoreHolder
 }
@@ -106,16 +110,17 @@ func (e Env) SemaphoreStats(ctx context.Context, name string) (SemaphoreStats, e
 	if err != nil {
 		return SemaphoreStats{}, err
 	}
-	if len(v) < 2 || (len(v)-2)%5 != 0 {
+	if len(v) < 3 || (len(v)-3)%5 != 0 {
 		return SemaphoreStats{}, errReply
 	}
 	var st SemaphoreStats
-	var waiters int64
-	if err := firstErr(num(v[0], &st.Limit), num(v[1], &waiters)); err != nil {
+	var waiters, set int64
+	if err := firstErr(num(v[0], &st.Limit), num(v[1], &waiters), num(v[2], &set)); err != nil {
 		return SemaphoreStats{}, err
 	}
 	st.Waiters = int(waiters)
-	for i := 2; i < len(v); i += 5 {
+	st.Set = set == 1
+	for i := 3; i < len(v); i += 5 {
 		var h SemaphoreHolder
 		var pttl int64
 		if err := firstErr(str(v[i], &h.HoldID), num(v[i+1], &h.N), num(v[i+2], &h.Token),

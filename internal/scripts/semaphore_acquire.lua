@@ -8,8 +8,9 @@
 -- limit changed); {0, wait ms, position or -1} when not; {-8, grace ms}
 -- when not, during a restart grace, to a caller that does not queue; {-1}
 -- when the caller's lease is gone; {-2, stored limit} when the stored limit
--- differs from the caller's and the caller is not queued, or is queued for
--- more than the stored limit (it is then withdrawn): the caller holds and
+-- differs from the caller's (and no operator set it, see SetLimit) and the
+-- caller is not queued, or when the caller asks for more than the stored
+-- limit (a queued caller is then withdrawn): the caller holds and
 -- waits for nothing after -2; {-5} when the epoch marker is missing (see
 -- common.lua).
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
@@ -51,10 +52,12 @@ local entry = hid .. '#' .. ARGV[6]
 local stored = redis.call('HGET', meta, 'limit')
 if not stored then
   redis.call('HSET', meta, 'limit', ARGV[7])
-elseif stored ~= ARGV[7] then
-  -- A request queued before SetLimit keeps its place while it still fits
-  -- the new limit; one that no longer does is withdrawn here, so that -2
-  -- never leaves the caller's entry behind in the queue.
+elseif stored ~= ARGV[7] and (not redis.call('HGET', meta, 'set') or n > tonumber(stored)) then
+  -- A limit an operator set overrides every caller's, so that a rolling
+  -- deploy can change it (see package semaphore); otherwise a different
+  -- limit is a mismatch. A request queued before SetLimit keeps its place
+  -- while it still fits the new limit; one that no longer does is withdrawn
+  -- here, so that -2 never leaves the caller's entry behind in the queue.
   if not redis.call('LPOS', q, entry) then
     return {-2, tonumber(stored)}
   end

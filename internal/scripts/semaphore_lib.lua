@@ -1,6 +1,7 @@
 -- semaphore_lib.lua: helpers for the semaphore scripts, prepended after common.lua.
 -- A semaphore is three keys:
---   meta    {ns}:sem:<name>     hash: limit, used (permits of recorded holders), tok (last token)
+--   meta    {ns}:sem:<name>     hash: limit, used (permits of recorded holders), tok (last token),
+--                               i (idle expiry ms), set ("1" when an operator set the limit)
 --   holders {ns}:semh:<name>    hash: hold id -> "<n>:<token>"
 --   queue   {ns}:q:sem:<name>   list of "<hold id>#<n>", FIFO
 -- "used" may count holders whose lease is gone; sem_purge drops them, and runs
@@ -55,9 +56,10 @@ local function sem_grant(p, meta, holders, hid, n)
 end
 
 -- sem_idle lets meta expire when nobody holds a permit and nobody waits
--- (the holders hash and the queue are gone when empty).
+-- (the holders hash and the queue are gone when empty), unless an operator
+-- set the limit: that limit is configuration and stays until cleared.
 local function sem_idle(meta, holders, q)
-  if redis.call('EXISTS', holders, q) == 0 then
+  if redis.call('EXISTS', holders, q) == 0 and not redis.call('HGET', meta, 'set') then
     expire_idle(meta, redis.call('HGET', meta, 'i'), false)
   end
 end

@@ -18,10 +18,11 @@ if ARGV[6] ~= '1' then
     redis.call('HINCRBY', meta, 'used', '-' .. string.match(v, '^(%d+)'))
     if redis.call('LLEN', q) == 0 then
       if redis.call('EXISTS', holders) == 0 then
-        -- idle: kept 'i' ms (see common.lua)
-        local i = redis.call('HGET', meta, 'i')
-        if i then
-          redis.call('PEXPIRE', meta, i)
+        -- idle: kept 'i' ms (see common.lua), or for good when an operator
+        -- set the limit (see sem_idle)
+        local m = redis.call('HMGET', meta, 'i', 'set')
+        if m[1] and not m[2] then
+          redis.call('PEXPIRE', meta, m[1])
         end
       end
       return 1

@@ -1,10 +1,11 @@
 -- semaphore_stats.lua: describe a semaphore (read-only).
 -- KEYS[1] meta   KEYS[2] holders   KEYS[3] queue (see semaphore_lib.lua)
 -- ARGV[1] prefix {ns}:
--- Returns {limit, live waiters, hid1, n1, token1, owner1, pttl1, hid2, ...}
--- over the live holders only.
+-- Returns {limit, live waiters, 1 when an operator set the limit else 0,
+-- hid1, n1, token1, owner1, pttl1, hid2, ...} over the live holders only.
 local p = ARGV[1]
-local out = {tonumber(redis.call('HGET', KEYS[1], 'limit') or '0'), 0}
+local m = redis.call('HMGET', KEYS[1], 'limit', 'set')
+local out = {tonumber(m[1] or '0'), 0, m[2] and 1 or 0}
 local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
   local hid = all[i]

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+const semLimitAbout = `Shows or changes the limit of semaphore NAME for every user.
+
+  sem-limit NAME           print the stored limit, and whether an operator set it
+  sem-limit NAME N         set the limit to N (N > 0) for everyone
+  sem-limit --clear NAME   withdraw the operator's limit
+
+A limit set here overrides the --limit (or the limit in Go) that every user
+passes: nobody fails with a limit mismatch while it stands, and it stays in
+Redis while the semaphore is idle. Current holders keep their permits: a
+smaller limit only makes new grants wait; waiters that now fit are served at
+once, waiters asking for more than N fail. To change a limit in a rolling
+deploy, set the new one here first, then roll out the new --limit; --clear
+afterwards makes a disagreement between users an error again.
+`
+
+// semLimitIdle is how long a semaphore whose limit was set here, and that no
+// grant has recorded an idle time for, is kept once cleared and idle: twice
+// the default lease TTL.
+const semLimitIdle = 20 * time.Second
+
+func cmdSemLimit(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
+	c := newCommand(g, "sem-limit", "sem-limit NAME [N] | sem-limit --clear NAME", semLimitAbout)
+	clr := c.fs.Bool("clear", false, "withdraw the limit an operator set")
+	pos, _, hasCmd, err := c.parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	switch {
+	case hasCmd:
+		return c.usageErr("unexpected \"--\"")
+	case len(pos) == 0:
+		return c.usageErr("no semaphore NAME")
+	case len(pos) > 2, *clr && len(pos) > 1:
+		return c.usageErr("too many arguments")
+	}
+	name := pos[0]
+	var limit int64
+	if len(pos) == 2 {
+		if limit, err = strconv.ParseInt(pos[1], 10, 64); err != nil || limit <= 0 {
+			return c.usageErr("limit %q: must be a whole number > 0", pos[1])
+		}
+		err = checkName("semaphore", name)
+	} else {
+		err = checkExisting("semaphore", name)
+	}
+	if err != nil {
+		return err
+	}
+	ctx, e, done, err := connectAdmin(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer done()
+
+	if limit == 0 && !*clr {
+		st, err := e.SemaphoreStats(ctx, name)
+		if err != nil {
+			return fail(exitError, "sem-limit: semaphore %q: %v", name, err)
+		}
+		switch {
+		case st.Limit == 0:
+			fmt.Fprintf(stdout, "semaphore %q has no stored limit (unused, or idle long enough to expire)\n", name)
+		case st.Set:
+			fmt.Fprintf(stdout, "semaphore %q: limit %d, set by an operator\n", name, st.Limit)
+		default:
+			fmt.Fprintf(stdout, "semaphore %q: limit %d, stored by its first user\n", name, st.Limit)
+		}
+		return nil
+	}
+	prev, err := e.SemaphoreSetLimit(ctx, name, limit, semLimitIdle)
+	if err != nil {
+		return fail(exitError, "sem-limit: semaphore %q: %v", name, err)
+	}
+	switch {
+	case *clr && prev == 0:
+		fmt.Fprintf(stdout, "semaphore %q has no stored limit: nothing to clear\n", name)
+	case *clr:
+		fmt.Fprintf(stdout, "semaphore %q: limit %d is no longer an operator's: users passing another limit fail again\n", name, prev)
+	case prev == 0:
+		fmt.Fprintf(stdout, "semaphore %q: limit set to %d\n", name, limit)
+	default:
+		fmt.Fprintf(stdout, "semaphore %q: limit %d -> %d\n", name, prev, limit)
+	}
+	return nil
+}
