@@ -21,10 +21,11 @@ local hid, m, q = ARGV[1], KEYS[1], KEYS[2]
 -- everything again.
 local lease = redis.call('HMGET', KEYS[3], 'g', 'x:' .. hid, 'ttl')
 if lease[1] == '0' and not lease[2] then
-  local st = redis.call('HMGET', m, 'hid', 'free', 'tok')
+  local st = redis.call('HMGET', m, 'hid', 'free', 'tok', 'w')
   local holder = st[1]
-  if not holder and not st[2] and st[3] and redis.call('LLEN', q) == 0 then
-    -- Free, with a token, no lock delay running, nobody waiting: grant.
+  if not holder and not st[2] and st[3] and not st[4] then
+    -- Free, with a token, no lock delay running, nobody waiting (no 'w',
+    -- see mutex_queued): grant.
     local tok, n = new_token(st[3])
     redis.call('HSET', m, 'hid', hid, 'tok', tok, 'ld', string.sub(ARGV[2], 3), 'i', 2 * lease[3])
     redis.call('PERSIST', m) -- it expires while idle (see common.lua)
@@ -44,6 +45,7 @@ if lease[1] == '0' and not lease[2] then
       local pos = redis.call('LPOS', q, hid)
       if not pos then
         pos = redis.call('RPUSH', q, hid) - 1
+        redis.call('HSET', m, 'w', '1') -- see mutex_queued
       end
       return {0, wait, pos}
     end
@@ -51,6 +53,26 @@ if lease[1] == '0' and not lease[2] then
 end
 
 --@helpers
+
+-- mutex_queued marks mutex m as having waiters ('w'), after hid queued: the
+-- fast paths then need no LLEN of the queue, since 'w' is set whenever the
+-- queue may hold an entry (every RPUSH onto a mutex queue is followed by
+-- it). It may stay set over an empty queue: the next grant or release that
+-- sees the queue empty clears it. A mutex hash created here (a waiter during
+-- a restart grace) gets an idle time, so that it can expire.
+local function mutex_queued(p, m, hid)
+  redis.call('HSET', m, 'w', '1')
+  if redis.call('HEXISTS', m, 'i') == 0 then
+    redis.call('HSET', m, 'i', idle_ms(redis.call('HGET', p .. 's:' .. sid_of(hid), 'ttl')))
+  end
+end
+
+-- mutex_unqueued clears the waiter mark of mutex m when queue q is empty.
+local function mutex_unqueued(m, q)
+  if redis.call('LLEN', q) == 0 then
+    redis.call('HDEL', m, 'w')
+  end
+end
 local p = prefix_of(m)
 local queue, sharded = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
 local name = string.sub(m, #p + 3)
@@ -72,11 +94,17 @@ if free then
     if nxt then
       redis.call('LPOP', q)
     end
-    return {1, single_grant(p, m, hid, st.tok)}
+    local tok = single_grant(p, m, hid, st.tok)
+    mutex_unqueued(m, q)
+    return {1, tok}
   end
   single_handoff(p, m, q, sharded, name)
   wait = lease_pttl(p, nxt)
 elseif queue ~= '1' and not st.hid then
   single_idle(m, q) -- a lock delay or a grace: nobody holds it, maybe nobody waits
 end
-return busy(q, hid, wait, queue, grace)
+local reply = busy(q, hid, wait, queue, grace)
+if queue == '1' then
+  mutex_queued(p, m, hid)
+end
+return reply

@@ -13,15 +13,18 @@ local withdrawing = string.sub(ARGV[2], 2, 2) == '1'
 -- Fast paths, before the helpers exist (see scripts.go): a plain release
 -- with nobody waiting, or with a live first waiter to hand over to.
 local released = false
-local held = not withdrawing and redis.call('HMGET', m, 'hid', 'i')
+local held = not withdrawing and redis.call('HMGET', m, 'hid', 'i', 'w')
 if held and held[1] == hid then
-  redis.call('HDEL', m, 'hid') -- 'ld' only matters while 'hid' is set
-  if redis.call('LLEN', q) == 0 then
+  -- Nobody waits when 'w' is unset (see mutex_queued); a stale 'w' over an
+  -- empty queue is cleared here.
+  if not held[3] or redis.call('LLEN', q) == 0 then
+    redis.call('HDEL', m, 'hid', 'w') -- 'ld' only matters while 'hid' is set
     if held[2] then
       redis.call('PEXPIRE', m, held[2]) -- idle: kept 'i' ms (see common.lua)
     end
     return 1
   end
+  redis.call('HDEL', m, 'hid')
   released = true
   -- The releaser's lease says no restart grace is pending (see
   -- check_caller); the first waiter's lease exists (it always has 'ld').
