@@ -55,7 +55,7 @@ type config struct {
 // the default TTL (10s).
 const restartGrace = 10 * time.Second
 
-var allScenarios = []string{"uncontended", "contended", "trylock", "heartbeat", "scale", "loss", "memory"}
+var allScenarios = []string{"uncontended", "contended", "trylock", "heartbeat", "scale", "loss", "memory", "rwmutex"}
 
 func parseFlags() config {
 	var c config
@@ -182,6 +182,8 @@ func run(ctx context.Context, cfg config) int {
 			h.runLoss(ctx)
 		case "memory":
 			h.runMemory(ctx)
+		case "rwmutex":
+			h.runRWMutex(ctx)
 		}
 		h.logf("%s done in %v", s, time.Since(t).Round(100*time.Millisecond))
 	}

@@ -35,6 +35,7 @@ type results struct {
 	Scale         *scaleResult `json:",omitempty"`
 	Memory        *memResult   `json:",omitempty"`
 	Loss          []lossRow
+	RWMutex       []rwRow `json:",omitempty"`
 	Targets       []target
 	HarnessErrors []string
 }
@@ -558,6 +559,8 @@ func (h *harness) markdown() string {
 		slices.Sort(errLines)
 		b.WriteString("## Errors the contenders returned (samples)\n\n" + strings.Join(slices.Compact(errLines), "\n") + "\n\n")
 	}
+
+	h.rwMarkdown(&b)
 
 	var notes []string
 	for _, x := range contenders() {

@@ -24,7 +24,7 @@ func gated(t *testing.T) {
 }
 
 // TestSmoke is the quick scenario every `go test ./...` runs: 8 holder
-// processes on all four primitives through fault proxies, with a latency
+// processes on all five primitives through fault proxies, with a latency
 // spike, connection resets and a short Redis SIGSTOP.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {

@@ -56,6 +56,7 @@ type Summary struct {
 	StaleRejected int         `json:"stale_rejected"`
 	LateAccepted  int         `json:"late_accepted"`
 	PauseOverlaps int         `json:"pause_overlaps"`
+	ReadOverlaps  int         `json:"read_overlaps"` // a read-write mutex's reads granted while another read was held: allowed
 	MaxCancelMs   float64     `json:"max_cancel_ms"` // latest cancel observed, relative to sendTime(last beat)+TTL
 	CancelSeen    bool        `json:"cancel_seen"`   // MaxCancelMs is set: some hold was lost outside a process pause
 	MaxStallMs    float64     `json:"max_stall_ms"`  // longest scheduling stall of a holder process
@@ -239,7 +240,8 @@ func (c *checker) keys() []string {
 }
 
 // exclusive: critical sections of one mutex, election or pool member never
-// overlap; a grant is observed after every earlier holder's end.
+// overlap, nor those of a read-write mutex unless both are reads; a grant
+// is observed after every earlier holder's end.
 func (c *checker) exclusive() {
 	for _, k := range c.keys() {
 		hs := c.byRes[k]
@@ -256,6 +258,10 @@ func (c *checker) exclusive() {
 			}
 			active = kept
 			for _, p := range active {
+				if p.grant.Detail == readDetail && g.grant.Detail == readDetail {
+					c.s.ReadOverlaps++
+					continue
+				}
 				if c.pauseOverlap(p, g, g.grant.T) {
 					c.s.PauseOverlaps++
 					continue

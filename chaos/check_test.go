@@ -14,6 +14,15 @@ func TestCheckerCatches(t *testing.T) {
 	end := func(proc int, hold, how string, at, dl int64) Event {
 		return Event{Type: EvEnd, Proc: proc, Kind: Mutex, Res: "m", Hold: hold, How: how, T: at * ms, Deadline: dl * ms}
 	}
+	// rw is a grant of read-write mutex "m": a read with shared, else a write.
+	rw := func(proc int, hold string, tok, at int64, shared bool) Event {
+		e := grant(proc, hold, tok, at, at-10)
+		e.Kind = RWMutex
+		if shared {
+			e.Detail = readDetail
+		}
+		return e
+	}
 	p := CheckParams{TTL: time.Second, SemLimit: 3, Kinds: []string{Mutex}, Liveness: time.Second, End: 10_000 * ms,
 		ObsSlack: 10 * time.Millisecond, ResumeSlack: 250 * time.Millisecond}
 	for _, tc := range []struct {
@@ -32,6 +41,9 @@ func TestCheckerCatches(t *testing.T) {
 			[]Op{{Key: "mutex/m", Op: "r", Token: 10, Hold: "a.1", Sent: 110 * ms, Accepted: true}, {Key: "mutex/m", Op: "w", Token: 10, Hold: "a.1", Sent: 120 * ms, Accepted: true, Value: 2}}, "lost-update"},
 		{"stale accepted", []Event{grant(0, "a.1", 10, 100, 90), end(0, "a.1", "release", 200, 1000)},
 			[]Op{{Key: "mutex/m", Op: "w", Token: 12, Hold: "x", Sent: 110 * ms, Accepted: true, Value: 1}, {Key: "mutex/m", Op: "w", Token: 10, Hold: "a.1", Sent: 120 * ms, Accepted: true, Value: 2}}, "store"},
+		{"reads share", []Event{rw(0, "a.1", 10, 100, true), rw(1, "b.1", 11, 150, true), end(0, "a.1", "release", 200, 1000), end(1, "b.1", "release", 300, 1000)}, nil, ""},
+		{"write beside read", []Event{rw(0, "a.1", 10, 100, true), rw(1, "b.1", 11, 150, false), end(0, "a.1", "release", 200, 1000), end(1, "b.1", "release", 300, 1000)}, nil, "overlap"},
+		{"read beside write", []Event{rw(0, "a.1", 10, 100, false), rw(1, "b.1", 11, 150, true), end(0, "a.1", "release", 200, 1000), end(1, "b.1", "release", 300, 1000)}, nil, "overlap"},
 		{"liveness", []Event{{Type: EvHeal, Proc: -1, T: 100 * ms}, grant(0, "a.1", 10, 1500, 90), end(0, "a.1", "release", 1600, 2000)}, nil, "liveness"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 )
 
 // scenarios is the gated suite (LEASEHOLD_CHAOS=1): every nemesis of the
-// issue against all four primitives (8 holder processes, each one session
+// issue against all five primitives (8 holder processes, each one session
 // with a mutex, a semaphore, a pool and an election worker: 32 workers).
 var scenarios = []Scenario{
 	{

@@ -22,6 +22,7 @@ import (
 	"github.com/leasehold/leasehold/election"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
+	"github.com/leasehold/leasehold/rwmutex"
 	"github.com/leasehold/leasehold/semaphore"
 	"github.com/leasehold/leasehold/session"
 )
@@ -32,10 +33,11 @@ const (
 	Semaphore = "semaphore"
 	Pool      = "pool"
 	Election  = "election"
+	RWMutex   = "rwmutex"
 )
 
 // AllKinds lists every primitive.
-var AllKinds = []string{Mutex, Semaphore, Pool, Election}
+var AllKinds = []string{Mutex, Semaphore, Pool, Election, RWMutex}
 
 // helperEnv carries a holder process's WorkerConfig, as JSON.
 const helperEnv = "LEASEHOLD_CHAOS_HELPER"
@@ -72,7 +74,14 @@ const (
 	semName  = "sem"
 	poolName = "pool"
 	elName   = "leader"
+	rwName   = "rw"
 )
+
+// rwReadP is the share of a rwmutex worker's acquisitions that are reads.
+const rwReadP = 0.75
+
+// readDetail marks the grant event of a read (shared) hold.
+const readDetail = "read"
 
 // HelperProcess is the body of a holder process. A test package that runs
 // scenarios defines
@@ -318,6 +327,8 @@ type worker struct {
 	sm    *sessions
 	store rueidis.Client
 	rnd   *rand.Rand
+
+	shared bool // rwmutex: the current hold is a read hold
 }
 
 func (w *worker) between(a, b time.Duration) time.Duration {
@@ -352,8 +363,12 @@ func (w *worker) once(ctx context.Context, s *session.Session) {
 		}
 		return
 	}
-	w.em.emit(Event{Type: EvGrant, Kind: w.kind, Res: res, Hold: h.ID(), Token: h.Token(), N: n,
-		Call: call, Deadline: monoOf(s.Deadline())})
+	ev := Event{Type: EvGrant, Kind: w.kind, Res: res, Hold: h.ID(), Token: h.Token(), N: n,
+		Call: call, Deadline: monoOf(s.Deadline())}
+	if w.kind == RWMutex && w.shared {
+		ev.Detail = readDetail
+	}
+	w.em.emit(ev)
 	w.hold(ctx, s, h, res)
 }
 
@@ -381,6 +396,16 @@ func (w *worker) acquire(ctx context.Context, s *session.Session) (*session.Hold
 	case Election:
 		h, err := election.New(s, elName).Campaign(ctx, "p"+strconv.Itoa(w.cfg.Proc))
 		return h, elName, 1, err
+	case RWMutex:
+		rw := rwmutex.New(s, rwName)
+		var h *session.Hold
+		var err error
+		if w.shared = w.rnd.Float64() < rwReadP; w.shared {
+			h, err = rw.RLock(ctx)
+		} else {
+			h, err = rw.Lock(ctx)
+		}
+		return h, rwName, 1, err
 	}
 	return nil, "", 0, fmt.Errorf("chaos: unknown kind %q", w.kind)
 }
@@ -398,7 +423,9 @@ func (w *worker) hold(ctx context.Context, s *session.Session, h *session.Hold, 
 			w.lost(s, h, res)
 			return
 		}
-		if w.kind != Semaphore && !w.fencedIncr(ctx, s, h, key) {
+		// Readers share the resource, so they leave the fenced store (a
+		// read-modify-write register) to the writers.
+		if w.kind != Semaphore && !(w.kind == RWMutex && w.shared) && !w.fencedIncr(ctx, s, h, key) {
 			w.lost(s, h, res)
 			return
 		}

@@ -34,6 +34,9 @@ Usage:
 
 Commands:
   lock NAME -- CMD [ARGS...]          run CMD while holding mutex NAME
+  rlock [--write] NAME -- CMD [ARGS...]
+                                      run CMD holding read-write mutex NAME, shared
+                                      (or alone with --write); also lock --shared
   sem NAME --limit N -- CMD [ARGS...] run CMD while holding permits of semaphore NAME
   elect NAME -- CMD [ARGS...]         run CMD while leading election NAME
   pool acquire NAME -- CMD [ARGS...]  run CMD holding a free member of pool NAME
@@ -122,6 +125,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "lock":
 		err = cmdLock(ctx, g, cargs, stdout)
+	case "rlock":
+		err = cmdRLock(ctx, g, cargs, stdout)
 	case "sem":
 		err = cmdSem(ctx, g, cargs, stdout)
 	case "elect":

@@ -156,6 +156,7 @@ func cmdLock(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	c := newCommand(g, "lock", "lock [flags] NAME -- CMD [ARGS...]", lockAbout)
 	var f runFlags
 	f.register(c, true)
+	shared := c.fs.Bool("shared", false, "a read hold of read-write mutex NAME, as 'leasehold rlock NAME'")
 	name, argv, err := parseRunner(c, args, stdout)
 	if err != nil {
 		return err
@@ -163,6 +164,9 @@ func cmdLock(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	o, kill, err := f.options(c, g)
 	if err != nil {
 		return err
+	}
+	if *shared {
+		return runHeld(ctx, g, o, f.wait, kill, argv, rwTarget(name, true))
 	}
 	return runHeld(ctx, g, o, f.wait, kill, argv, target{
 		kind: "mutex", name: name,

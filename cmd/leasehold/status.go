@@ -29,6 +29,7 @@ type Status struct {
 	Semaphores   []SemaphoreStatus `json:"semaphores"`
 	Pools        []PoolStatus      `json:"pools"`
 	Elections    []ElectionStatus  `json:"elections"`
+	RWMutexes    []RWMutexStatus   `json:"rwmutexes"`
 }
 
 // ClusterStatus says where the namespace lives on a Redis Cluster.
@@ -56,11 +57,12 @@ type SessionStatus struct {
 
 // HoldStatus is one hold of a session.
 type HoldStatus struct {
-	Kind        string `json:"kind"` // "mutex", "semaphore", "pool", "election"
+	Kind        string `json:"kind"` // "mutex", "semaphore", "pool", "election", "rwmutex"
 	Name        string `json:"name"`
 	Member      string `json:"member,omitempty"`  // pool: the member held
 	Permits     int64  `json:"permits,omitempty"` // semaphore: the permits held
 	Value       string `json:"value,omitempty"`   // election: the leader's value
+	Mode        string `json:"mode,omitempty"`    // rwmutex: "read" or "write"
 	Token       int64  `json:"token"`             // fencing token (election: term)
 	Session     string `json:"session"`           // the holder session's id
 	Hold        string `json:"hold"`              // the hold id
@@ -76,6 +78,8 @@ func (h HoldStatus) String() string {
 		return fmt.Sprintf("%s %q (%d)", h.Kind, h.Name, h.Permits)
 	case "pool":
 		return fmt.Sprintf("%s %q member %q", h.Kind, h.Name, h.Member)
+	case "rwmutex":
+		return fmt.Sprintf("%s %q (%s)", h.Kind, h.Name, h.Mode)
 	}
 	return fmt.Sprintf("%s %q", h.Kind, h.Name)
 }
@@ -136,8 +140,8 @@ type ElectionStatus struct {
 	Candidates int           `json:"candidates"` // live sessions queued to lead next
 }
 
-const statusAbout = `Shows the live sessions of the namespace, and every mutex, semaphore, pool and
-election with its holders (session, owner, fencing token, lease time left) and
+const statusAbout = `Shows the live sessions of the namespace, and every mutex, semaphore, pool,
+election and read-write mutex with its holders (session, owner, fencing token, lease time left) and
 waiters. It reads Redis with SCAN and read-only scripts and opens no session.
 A resource whose holder's lease is gone is shown free. While a restart grace
 is pending (Redis lost its data: nothing is granted for up to a TTL after it
@@ -187,7 +191,8 @@ func cmdStatus(ctx context.Context, g *globals, args []string, stdout io.Writer)
 // readStatus reads everything in namespace e.K.
 func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 	st := &Status{Namespace: e.K.Namespace(), Sessions: []SessionStatus{}, Mutexes: []MutexStatus{},
-		Semaphores: []SemaphoreStatus{}, Pools: []PoolStatus{}, Elections: []ElectionStatus{}}
+		Semaphores: []SemaphoreStatus{}, Pools: []PoolStatus{}, Elections: []ElectionStatus{},
+		RWMutexes: []RWMutexStatus{}}
 	if e.C.Mode() == rueidis.ClientModeCluster {
 		cs, err := readCluster(ctx, e)
 		if err != nil {
@@ -305,6 +310,10 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 			return nil, fmt.Errorf("election %q: %w", name, err)
 		}
 		st.Elections = append(st.Elections, el)
+	}
+
+	if st.RWMutexes, err = readStatusRW(ctx, e, holds, holder); err != nil {
+		return nil, err
 	}
 
 	for _, id := range slices.Sorted(maps.Keys(sessions)) {
@@ -478,6 +487,7 @@ func printStatus(w io.Writer, st *Status) {
 		}
 		p("%s\t%s\t%s\t%s\t%d\t%s\t%d", esc(e.Name), esc(e.Leader.Session), cell(e.Leader.Owner), cell(e.Value), e.Leader.Token, msHuman(e.Leader.RemainingMs), e.Candidates)
 	}
+	printRW(p, st.RWMutexes)
 }
 
 func orDash(s string) string {

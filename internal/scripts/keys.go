@@ -59,3 +59,10 @@ func (k Keys) ElectionCandidates(name string) string { return k.Prefix + "elc:" 
 // ElectionChannel is the channel {ns}:elw:<name> on which every change of
 // leader or value is announced as "<term>|<hold id>|<value>".
 func (k Keys) ElectionChannel(name string) string { return k.Prefix + "elw:" + name }
+
+// RWMutex is the read-write mutex hash {ns}:rw:<name>: writer hold id, last
+// token, lock delays (see rwmutex_lib.lua).
+func (k Keys) RWMutex(name string) string { return k.Prefix + "rw:" + name }
+
+// RWMutexReaders is the hash {ns}:rwr:<name>: reader hold id -> "<lock delay>:<token>".
+func (k Keys) RWMutexReaders(name string) string { return k.Prefix + "rwr:" + name }

@@ -1,9 +1,10 @@
--- reclaim.lua (with semaphore_lib.lua): after Redis lost its data, recreate a session's lease and its
+-- reclaim.lua (with semaphore_lib.lua, rwmutex_lib.lua): after Redis lost its data, recreate a session's lease and its
 -- holds with their old tokens, during the restart grace only.
 -- KEYS[1] lease {ns}:s:<sid>   KEYS[2] {ns}:epoch
 -- ARGV[1] prefix {ns}:   ARGV[2] owner   ARGV[3] ttl ms   ARGV[4] lock delay ms
--- ARGV[5..] groups of 6: kind ("m" "sem" "pool" "el"), name, hold id, token,
--- n (semaphore permits), extra (semaphore: limit; pool: member; election: value)
+-- ARGV[5..] groups of 6: kind ("m" "sem" "pool" "el" "rw"), name, hold id, token,
+-- n (semaphore permits), extra (semaphore: limit; pool: member; election: value;
+-- rwmutex: "r" for a read hold, "w" for a write one)
 -- Returns {1, hold ids that could not be reclaimed...}; {0} when the lease
 -- exists (renewed, nothing to reclaim); {-6} when not in a restart grace
 -- (the lease was lost for real: the session must end); {-5} when the epoch
@@ -82,6 +83,8 @@ for i = 5, #ARGV, 6 do
         ok = true
       end
     end
+  elseif kind == 'rw' then
+    ok = rw_reclaim(p, p .. 'rw:' .. name, p .. 'rwr:' .. name, hid, tok, extra == 'r', ARGV[3], ARGV[4])
   elseif kind == 'pool' then
     local b = p .. 'pool:' .. name .. ':'
     local cur = redis.call('HGET', b .. 'h', extra)

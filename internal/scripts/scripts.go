@@ -83,7 +83,7 @@ var (
 	mutexReset   = script(mutexResetLua)
 	mutexInspect = readOnly(mutexInspectLua)
 	epochInit    = script(epochInitLua)
-	reclaim      = script(reclaimLua, semLib)
+	reclaim      = script(reclaimLua, semLib, rwLib)
 )
 
 // Errors the scripts report; the primitives re-export them under their names.
@@ -108,6 +108,7 @@ const (
 	Semaphore
 	Pool
 	Election
+	RWMutex
 )
 
 func (k Kind) short() string {
@@ -120,11 +121,14 @@ func (k Kind) short() string {
 		return "pool"
 	case Election:
 		return "el"
+	case RWMutex:
+		return "rw"
 	}
 	panic("scripts: unknown kind " + strconv.Itoa(int(k)))
 }
 
-// String returns the kind's name: "mutex", "semaphore", "pool" or "election".
+// String returns the kind's name: "mutex", "semaphore", "pool", "election"
+// or "rwmutex".
 func (k Kind) String() string {
 	switch k {
 	case Mutex:
@@ -135,6 +139,8 @@ func (k Kind) String() string {
 		return "pool"
 	case Election:
 		return "election"
+	case RWMutex:
+		return "rwmutex"
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -147,6 +153,9 @@ type Resource struct {
 	Limit int64  // semaphore: the caller's limit
 	Key   string // pool: the member wanted, "" for any
 	Value string // election: the candidate's value
+	// Shared is set for a read (shared) hold of a read-write mutex, unset
+	// for a write (exclusive) one.
+	Shared bool
 }
 
 // Value is an election leader's value as lease.Hold.SetValue takes it. A
@@ -220,6 +229,9 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 	case Election:
 		x = execer{elCampaign, e.elKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
 			r.Value, e.K.ElectionChannel(r.Name)}}
+	case RWMutex:
+		x = execer{rwAcquire, append(e.rwKeys(r.Name), e.K.Lease(SessionOf(hid))),
+			[]string{hid, w + e.sharded() + oneIf(r.Shared)}}
 	default:
 		return Grant{}, fmt.Errorf("scripts: acquire of unknown kind %v", r.Kind)
 	}
@@ -356,6 +368,8 @@ func (e Env) releaseCmd(r Resource, hid string, withdraw bool) execer {
 	case Election:
 		return execer{elResign, e.elKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
 			e.K.ElectionChannel(r.Name), w}}
+	case RWMutex:
+		return execer{rwRelease, e.rwKeys(r.Name), []string{hid, e.sharded() + w + oneIf(r.Shared)}}
 	}
 	panic(fmt.Sprintf("scripts: release of unknown kind %v", r.Kind))
 }
@@ -487,6 +501,11 @@ func (e Env) Reclaim(ctx context.Context, sid, owner string, ttl, lockDelay time
 			extra = h.Member
 		case Election:
 			extra = h.R.Value
+		case RWMutex:
+			extra = "w"
+			if h.R.Shared {
+				extra = "r"
+			}
 		}
 		args = append(args, h.R.Kind.short(), h.R.Name, h.HoldID, strconv.FormatInt(h.Token, 10),
 			strconv.FormatInt(h.R.N, 10), extra)
