@@ -1,4 +1,4 @@
--- flight_get.lua: read the cached outcome of one flight key (read-only).
+-- flight_get.lua: read the cached outcome of one flight key (it writes nothing).
 -- KEYS[1] flight entry {ns}:f:<group>:<key>
 -- Returns {value or false, value token, value fresh (1/0), error message or
 -- false, error token, error fresh (1/0)}; a missing entry gives
