@@ -55,7 +55,7 @@ type config struct {
 // the default TTL (10s).
 const restartGrace = 10 * time.Second
 
-var allScenarios = []string{"uncontended", "contended", "trylock", "heartbeat", "scale", "loss", "memory"}
+var allScenarios = []string{"uncontended", "contended", "trylock", "heartbeat", "scale", "loss", "memory", "flight"}
 
 func parseFlags() config {
 	var c config
@@ -182,6 +182,8 @@ func run(ctx context.Context, cfg config) int {
 			h.runLoss(ctx)
 		case "memory":
 			h.runMemory(ctx)
+		case "flight":
+			h.runFlight(ctx)
 		}
 		h.logf("%s done in %v", s, time.Since(t).Round(100*time.Millisecond))
 	}

@@ -35,6 +35,7 @@ type results struct {
 	Scale         *scaleResult `json:",omitempty"`
 	Memory        *memResult   `json:",omitempty"`
 	Loss          []lossRow
+	Flight        []flightRow
 	Targets       []target
 	HarnessErrors []string
 }
@@ -487,6 +488,7 @@ func (h *harness) markdown() string {
 	}
 
 	h.memoryMarkdown(&b)
+	h.flightMarkdown(&b)
 
 	if s := h.res.Scale; s != nil {
 		fmt.Fprintf(&b, "## Scale (leasehold)\n\n")
