@@ -45,10 +45,10 @@
 // again.
 //
 // The hand-off through waiters is serial: each waiting process, in turn,
-// reads the value and releases (two round trips), so the last of N
-// waiting processes gets the value about 2N round trips after it was
-// stored (measured: 8 processes served 65ms after a 200ms computation began,
-// under the race detector on 2 loaded cores; see docs/flight.md).
+// is handed the mutex, reads the value and releases (two round trips and a
+// wake-up), so the last of N waiting processes gets the value about 2N round
+// trips after it was stored (measured on 2 shared cores: 7 hand-offs in
+// 10-14ms, 18-32ms under the race detector; see docs/flight.md).
 //
 // Values are byte slices of at most Options.MaxValue (1 MiB by default),
 // stored in one Redis hash {ns}:f:<group>:<key> in the namespace's slot,

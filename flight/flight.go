@@ -319,7 +319,7 @@ func (g *Group) release(ctx context.Context, h *session.Hold) {
 // keep is how long an outcome fresh for fresh is kept in Redis.
 func (g *Group) keep(fresh time.Duration) time.Duration {
 	if g.o.ServeStale {
-		fresh = 2 * g.o.TTL
+		fresh = max(fresh, 2*g.o.TTL) // a value stays to be served stale
 	}
 	return max(fresh, minKeep)
 }

@@ -82,14 +82,18 @@ func TestOneComputationAcrossProcesses(t *testing.T) {
 	}
 	var values []string
 	computing, total := 0, int64(0)
+	var computed, last int64 // when fn returned, and when the last caller got its value
 	for _, k := range kids {
 		got := 0
 		d := k.next(t, ctx, "done", func(e event) {
 			switch e.Ev {
 			case "computing":
 				computing++
+			case "computed":
+				computed = e.At
 			case "result":
 				got++
+				last = max(last, e.At)
 				if e.Err != "" {
 					t.Errorf("child %d: Do: %s", k.cfg.Index, e.Err)
 				}
@@ -106,7 +110,8 @@ func TestOneComputationAcrossProcesses(t *testing.T) {
 		}
 		total += d.Reqs
 	}
-	t.Logf("%d callers in %d processes served in %v; %d requests in all", len(values), procs, time.Since(start), total)
+	t.Logf("%d callers in %d processes served in %v; %d requests in all; the last caller got the value %v after fn returned (%d hand-offs)",
+		len(values), procs, time.Since(start), total, time.Duration(last-computed), procs-1)
 	if n := runs(t, ctx, testutil.Client(t, addr), ns); n != 1 || computing != 1 {
 		t.Fatalf("fn ran %d times (%d computing events); want once", n, computing)
 	}

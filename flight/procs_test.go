@@ -56,6 +56,7 @@ type event struct {
 	Lost      bool   `json:"lost,omitempty"`      // errors.Is(err, session.ErrLost)
 	Reqs      int64  `json:"reqs,omitempty"`      // done: requests the session's client sent during the Do calls
 	Note      string `json:"note,omitempty"`
+	At        int64  `json:"at,omitempty"` // result, computed: wall clock, ns (one host: comparable across processes)
 }
 
 func runsKey(ns string) string        { return "{" + ns + "}:test:runs" }
@@ -129,6 +130,7 @@ func helperMain(raw string) int {
 				time.Sleep(2 * time.Millisecond) // observes Redis state that has no event
 			}
 			time.Sleep(cfg.Compute) // the computation itself
+			emit(event{Ev: "computed", At: time.Now().UnixNano()})
 		case "block":
 			for l := range lines {
 				if l == "finish" {
@@ -143,7 +145,7 @@ func helperMain(raw string) int {
 	for range cfg.Callers {
 		wg.Go(func() {
 			v, err := g.Do(ctx, cfg.Key, fn)
-			ev := event{Ev: "result", Val: string(v)}
+			ev := event{Ev: "result", Val: string(v), At: time.Now().UnixNano()}
 			if err != nil {
 				ev.Err = err.Error()
 				ev.Discarded = errors.Is(err, flight.ErrDiscarded)
