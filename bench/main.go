@@ -55,7 +55,7 @@ type config struct {
 // the default TTL (10s).
 const restartGrace = 10 * time.Second
 
-var allScenarios = []string{"uncontended", "contended", "trylock", "heartbeat", "scale", "loss", "memory", "rwmutex"}
+var allScenarios = []string{"uncontended", "contended", "trylock", "heartbeat", "scale", "loss", "memory", "rwmutex", "flight"}
 
 func parseFlags() config {
 	var c config
@@ -184,6 +184,8 @@ func run(ctx context.Context, cfg config) int {
 			h.runMemory(ctx)
 		case "rwmutex":
 			h.runRWMutex(ctx)
+		case "flight":
+			h.runFlight(ctx)
 		}
 		h.logf("%s done in %v", s, time.Since(t).Round(100*time.Millisecond))
 	}

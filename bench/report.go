@@ -35,7 +35,8 @@ type results struct {
 	Scale         *scaleResult `json:",omitempty"`
 	Memory        *memResult   `json:",omitempty"`
 	Loss          []lossRow
-	RWMutex       []rwRow `json:",omitempty"`
+	RWMutex       []rwRow     `json:",omitempty"`
+	Flight        []flightRow `json:",omitempty"`
 	Targets       []target
 	HarnessErrors []string
 }
@@ -488,6 +489,7 @@ func (h *harness) markdown() string {
 	}
 
 	h.memoryMarkdown(&b)
+	h.flightMarkdown(&b)
 
 	if s := h.res.Scale; s != nil {
 		fmt.Fprintf(&b, "## Scale (leasehold)\n\n")

@@ -321,15 +321,7 @@ func TestInvalidNames(t *testing.T) {
 	ctx := testutil.Ctx(t, 10*time.Second)
 	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 5 * time.Second})
 	probe := testutil.Client(t, srv.Addr())
-	keys := func() []string {
-		t.Helper()
-		ks, err := probe.Do(ctx, probe.B().Keys().Pattern("*").Build()).AsStrSlice()
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(ks)
-		return ks
-	}
+	keys := func() []string { return testutil.Keys(t, ctx, probe) }
 	before, err := probe.Do(ctx, probe.B().Dbsize().Build()).AsInt64()
 	if err != nil {
 		t.Fatal(err)

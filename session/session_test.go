@@ -73,29 +73,13 @@ func TestSIGSTOPCancelsBeforeExpiry(t *testing.T) {
 	t.Logf("stopped→canceled %v; canceled %v before the server-side expiry", canceled.Sub(stopped), margin)
 }
 
-// countingClient counts the requests a session sends.
-type countingClient struct {
-	rueidis.Client
-	n atomic.Int64
-}
-
-func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	c.n.Add(1)
-	return c.Client.Do(ctx, cmd)
-}
-
-func (c *countingClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
-	c.n.Add(1)
-	return c.Client.DoMulti(ctx, cmds...)
-}
-
 // TestOneRequestPerHeartbeat: a session holding 1,000 holds sends exactly one
 // request per heartbeat, and the server runs exactly one script per heartbeat.
 func TestOneRequestPerHeartbeat(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)
 	ctx := testutil.Ctx(t, time.Minute)
-	cc := &countingClient{Client: testutil.Client(t, srv.Addr())}
+	cc := &testutil.CountingClient{Client: testutil.Client(t, srv.Addr())}
 	testutil.InitEpoch(t, srv.Addr(), ns)
 	const ttl = 600 * time.Millisecond
 	s, err := session.New(ctx, cc, session.Options{Namespace: ns, TTL: ttl})
@@ -112,13 +96,13 @@ func TestOneRequestPerHeartbeat(t *testing.T) {
 	// Align on a heartbeat, then count over the next five.
 	d := s.Deadline()
 	testutil.WaitFor(t, ctx, func() bool { return s.Deadline().After(d) })
-	req0, calls0 := cc.n.Load(), evalshaCalls(t, probe)
+	req0, calls0 := cc.N.Load(), evalshaCalls(t, probe)
 	const beats = 5
 	for range beats {
 		d := s.Deadline()
 		testutil.WaitFor(t, ctx, func() bool { return s.Deadline().After(d) })
 	}
-	req1, calls1 := cc.n.Load(), evalshaCalls(t, probe)
+	req1, calls1 := cc.N.Load(), evalshaCalls(t, probe)
 	if got := req1 - req0; got != beats {
 		t.Fatalf("%d client requests over %d heartbeats with 1,000 holds, want %d", got, beats, beats)
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasehold/leasehold/internal/promreg"
 )
 
 // metrics are the Prometheus collectors of the sessions sharing one
@@ -64,37 +66,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Sessions sharing a registry share the collectors.
 	var err error
-	m.sessions = register(reg, m.sessions, &err)
-	m.ended = register(reg, m.ended, &err)
-	m.heartbeats = register(reg, m.heartbeats, &err)
-	m.beatLatency = register(reg, m.beatLatency, &err)
-	m.deadlineLeft = register(reg, m.deadlineLeft, &err)
-	m.holds = register(reg, m.holds, &err)
-	m.acquireWait = register(reg, m.acquireWait, &err)
-	m.handoffs = register(reg, m.handoffs, &err)
-	m.lost = register(reg, m.lost, &err)
-	m.reclaims = register(reg, m.reclaims, &err)
+	m.sessions = promreg.Register(reg, m.sessions, &err)
+	m.ended = promreg.Register(reg, m.ended, &err)
+	m.heartbeats = promreg.Register(reg, m.heartbeats, &err)
+	m.beatLatency = promreg.Register(reg, m.beatLatency, &err)
+	m.deadlineLeft = promreg.Register(reg, m.deadlineLeft, &err)
+	m.holds = promreg.Register(reg, m.holds, &err)
+	m.acquireWait = promreg.Register(reg, m.acquireWait, &err)
+	m.handoffs = promreg.Register(reg, m.handoffs, &err)
+	m.lost = promreg.Register(reg, m.lost, &err)
+	m.reclaims = promreg.Register(reg, m.reclaims, &err)
 	if err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered under
-// its name (another session on the same registry).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *error) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		if *errp == nil {
-			*errp = err
-		}
-	}
-	return c
 }
 
 func (m *metrics) sessionOpened() {
