@@ -7,17 +7,17 @@ GO ?= go
 # toolchain through the module proxy.
 GO_OLDEST ?= go$(shell sed -n 's/^go //p' go.mod)
 
-.PHONY: test test-oldest lint redis-server
+.PHONY: test test-oldest lint redis-server postgresql
 
 # chaos/ is a module of its own (a test suite, not library API); without
 # LEASEHOLD_CHAOS its tests are the quick smoke scenario and the checker's.
-test: redis-server
+test: redis-server postgresql
 	$(GO) test -race -count=1 ./...
 	cd chaos && $(GO) test -race -count=1 ./...
 
 # test-oldest runs the tests with the oldest supported toolchain, without
 # -race to keep CI time down: it proves that go.mod's go line is enough.
-test-oldest: redis-server
+test-oldest: redis-server postgresql
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -count=1 ./...
 
@@ -38,6 +38,21 @@ redis-server:
 		fi; \
 	fi
 	@redis-server --version
+
+# postgresql (initdb, postgres) too, for fence.Guard's tests; Debian keeps
+# the binaries in /usr/lib/postgresql/<version>/bin, off PATH, where
+# internal/pgtest looks for them.
+postgresql:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && \
+		! command -v initdb >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing postgresql with apt-get"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+		else \
+			echo "postgresql is missing: install it (sudo apt-get install postgresql) and run make test again"; exit 1; \
+		fi; \
+	fi
+	@ls -d /usr/lib/postgresql/*/bin 2>/dev/null || command -v initdb
 
 include cmd/leasehold/demo.mk
 include bench/bench.mk

@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -26,6 +27,9 @@ type CheckParams struct {
 	// counted as PauseOverlaps (no lock service can prevent them), not as
 	// violations, and only fencing protects against them.
 	ResumeSlack time.Duration
+	// StoreFinal is the value the fenced store holds for each key at the
+	// end, read once the holders have exited; nil skips that comparison.
+	StoreFinal map[string]int64
 }
 
 // Violation is one broken property.
@@ -412,49 +416,145 @@ func (c *checker) deadlines(evs []Event) {
 }
 
 // store: the fenced store accepted no operation from a holder superseded
-// there (a larger token seen before), and lost no update: every accepted
-// write is the previous value + 1. Accepted operations sent after a newer
-// grant was observed are counted (LateAccepted): harmless for the store,
-// since the newer holder had not used it yet, but a sign of overlap.
+// there (a larger token seen before), and lost no update.
+//
+// The holders log their operations once each has returned, so the store's
+// own order is not in the log; the values give it back. A write stores the
+// value its holder read + 1, so without a lost update the accepted writes
+// of a key stored 1, 2, ..., N in the store's order, and a read that
+// returned k ran between the writes of k and k+1. Per key:
+//   - no operation failed: its outcome would be unknown (the store is never
+//     faulted, and holders wait storeTimeout for it);
+//   - lost-update: the accepted writes stored each of 1..N once (the same
+//     value twice: two writes computed from one read; a value above N: a
+//     write computed from a value never stored), and the store ends with N.
+//     A Set accepted but missing from the log shows there too: the store
+//     then ends above N;
+//   - store: tokens never decrease along the writes 1..N; a read of k has a
+//     token at least that of the write of k, whose token it returned, and
+//     at most that of the write of k+1 (it raised the mark before); and an
+//     operation sent after another's answer came has a token at least as
+//     high. The one order the values do not give, between reads of the same
+//     value that overlap in time, is the one case a fence that wrongly
+//     accepted a stale read could go unnoticed here, and only if that
+//     holder's next write was refused: its read then changed nothing.
+//
+// Accepted operations sent after a newer grant was observed are counted
+// (LateAccepted): harmless for the store, since the newer holder had not
+// used it yet, but a sign of overlap.
 func (c *checker) store(ops []Op) {
 	c.s.StoreOps = len(ops)
-	type reg struct{ hi, val int64 }
-	regs := map[string]*reg{}
+	byKey := map[string][]Op{}
 	for _, o := range ops {
-		r := regs[o.Key]
-		if r == nil {
-			r = &reg{}
-			regs[o.Key] = r
+		if o.Recv == 0 {
+			o.Recv = o.Sent
 		}
-		if !o.Accepted {
+		switch {
+		case o.Err != "":
+			c.violate("store", o.Sent, "%s: %v failed, outcome unknown: %s", o.Key, o, o.Err)
+		case !o.Accepted:
 			c.s.StaleRejected++
+		default:
+			byKey[o.Key] = append(byKey[o.Key], o)
+			c.lateOp(o)
+		}
+	}
+	keys := slices.Collect(maps.Keys(byKey))
+	for k := range c.p.StoreFinal {
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		c.storeKey(k, byKey[k])
+	}
+}
+
+// storeKey checks the accepted operations on one key (see store).
+func (c *checker) storeKey(key string, acc []Op) {
+	writes := map[int64]Op{}
+	var n int64
+	for _, o := range acc {
+		if o.Op == "w" {
+			n++
+		}
+	}
+	for _, o := range acc {
+		if o.Op != "w" {
 			continue
 		}
-		if o.Token < r.hi {
-			c.violate("store", o.Sent, "%s: store accepted %s by hold %s with token %d after token %d", o.Key, o.Op, o.Hold, o.Token, r.hi)
+		if prev, dup := writes[o.Value]; dup {
+			c.violate("lost-update", o.Sent, "%s: %v and %v both stored %d: an update was lost", key, prev, o, o.Value)
+			continue
 		}
-		r.hi = max(r.hi, o.Token)
-		if o.Op == "w" {
-			if o.Value != r.val+1 {
-				c.violate("lost-update", o.Sent, "%s: hold %s (token %d) wrote %d over %d: an update was lost", o.Key, o.Hold, o.Token, o.Value, r.val)
-			}
-			r.val = o.Value
+		if o.Value < 1 || o.Value > n {
+			c.violate("lost-update", o.Sent, "%s: %v stored %d, but %d writes were accepted: an update was lost", key, o, o.Value, n)
 		}
-		hs := c.byRes[o.Key]
-		i := sort.Search(len(hs), func(i int) bool { return hs[i].grant.T >= o.Sent })
-		for _, g := range hs[:i] {
-			if g.grant.Token > o.Token {
-				c.s.LateAccepted++
-				proc := -1
-				if h := c.holds[o.Hold]; h != nil {
-					proc = h.grant.Proc
-				}
-				if !c.pausedExcuse(proc, g.grant.T, o.Sent) {
-					c.violate("late-op", o.Sent, "%s: hold %s (token %d) used the resource after p%d was granted token %d at %s",
-						o.Key, o.Hold, o.Token, g.grant.Proc, g.grant.Token, c.at(g.grant.T))
-				}
-				break
+		writes[o.Value] = o
+	}
+	var hi int64
+	for k := int64(1); k <= n; k++ {
+		if w, ok := writes[k]; ok {
+			if w.Token < hi {
+				c.violate("store", w.Sent, "%s: %v accepted after a write with token %d", key, w, hi)
 			}
+			hi = max(hi, w.Token)
+		}
+	}
+	for _, r := range acc {
+		if r.Op != "r" {
+			continue
+		}
+		if w, ok := writes[r.Value]; ok && (r.Writer != w.Token || r.Token < w.Token) {
+			c.violate("store", r.Sent, "%s: %v returned writer token %d, the value's write was %v", key, r, r.Writer, w)
+		}
+		if w, ok := writes[r.Value+1]; ok && w.Token < r.Token {
+			c.violate("store", w.Sent, "%s: %v accepted after %v had raised the mark", key, w, r)
+		}
+	}
+	// Real time: sent after another's answer came, so after it in the store.
+	byRecv := slices.SortedFunc(slices.Values(acc), func(a, b Op) int { return cmp.Compare(a.Recv, b.Recv) })
+	bySent := slices.SortedFunc(slices.Values(acc), func(a, b Op) int { return cmp.Compare(a.Sent, b.Sent) })
+	var done int64
+	j := 0
+	for _, o := range bySent {
+		for ; j < len(byRecv) && byRecv[j].Recv < o.Sent; j++ {
+			done = max(done, byRecv[j].Token)
+		}
+		if o.Token < done {
+			c.violate("store", o.Sent, "%s: %v accepted, sent after an operation with token %d had been answered", key, o, done)
+		}
+	}
+	if c.p.StoreFinal == nil {
+		return
+	}
+	switch f := c.p.StoreFinal[key]; {
+	case f < n:
+		c.violate("lost-update", c.p.End, "%s: the store ends with %d after %d accepted writes: an update was lost", key, f, n)
+	case f > n:
+		c.violate("store", c.p.End, "%s: the store ends with %d, but the holders logged %d accepted writes", key, f, n)
+	}
+}
+
+// lateOp counts (and, unless a pause explains it, reports) an accepted
+// operation sent after a grant of the resource with a larger token was
+// observed.
+func (c *checker) lateOp(o Op) {
+	hs := c.byRes[o.Key]
+	i := sort.Search(len(hs), func(i int) bool { return hs[i].grant.T >= o.Sent })
+	for _, g := range hs[:i] {
+		if g.grant.Token > o.Token {
+			c.s.LateAccepted++
+			proc := -1
+			if h := c.holds[o.Hold]; h != nil {
+				proc = h.grant.Proc
+			}
+			if !c.pausedExcuse(proc, g.grant.T, o.Sent) {
+				c.violate("late-op", o.Sent, "%s: hold %s (token %d) used the resource after p%d was granted token %d at %s",
+					o.Key, o.Hold, o.Token, g.grant.Proc, g.grant.Token, c.at(g.grant.T))
+			}
+			return
 		}
 	}
 }

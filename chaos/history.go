@@ -25,6 +25,7 @@ const (
 	EvResume  = "resume"  // a holder process was continued (SIGCONT)
 	EvExit    = "exit"    // a holder process exited
 	EvNote    = "note"    // anything else worth reading in the history
+	EvStore   = "store"   // a holder's fenced-store operation returned (Store)
 )
 
 // Event is one entry of a history. T is always on the Mono time line.
@@ -44,17 +45,22 @@ type Event struct {
 	Cause    string             `json:"cause,omitempty"`
 	Detail   string             `json:"detail,omitempty"`
 	Values   map[string]float64 `json:"values,omitempty"` // metrics
+	Store    *Op                `json:"store,omitempty"`  // store: the operation
 }
 
-// Op is one operation the fenced store logged, in the store's order.
+// Op is one operation on the fenced store, as the holder that made it
+// logged it once it had returned.
 type Op struct {
 	Key      string `json:"key"` // kind/resource
 	Op       string `json:"op"`  // r or w
 	Token    int64  `json:"token"`
 	Hold     string `json:"hold"`
-	Sent     int64  `json:"sent"` // Mono time the holder sent it
-	Accepted bool   `json:"accepted"`
-	Value    int64  `json:"value"` // r: value read; w: value written
+	Sent     int64  `json:"sent"`             // Mono time the holder sent it
+	Recv     int64  `json:"recv,omitempty"`   // Mono time its answer came (0: Sent)
+	Accepted bool   `json:"accepted"`         // false: refused as stale, or Err
+	Value    int64  `json:"value"`            // r: value read; w: value written (or refused)
+	Writer   int64  `json:"writer,omitempty"` // r: the token that wrote the value read
+	Err      string `json:"err,omitempty"`    // the call failed: outcome unknown
 }
 
 // History collects the events of one scenario. It is safe for concurrent use.

@@ -324,12 +324,13 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	}
 	wg.Wait()
 
-	ops := readStore(t, storeSrv.Addr())
 	s := &Summary{Scenario: sc.Name, Seed: seed, Procs: sc.Procs, Unprotected: sc.Unprotected}
 	evs := hist.Events()
+	ops := opsOf(evs)
 	Check(CheckParams{
 		TTL: sc.TTL, Grace: sc.TTL, SemLimit: 3, Kinds: sc.Kinds, Liveness: sc.Liveness, End: end,
-		ObsSlack: 10 * time.Millisecond, ResumeSlack: 250 * time.Millisecond,
+		StoreFinal: readFinal(t, storeSrv.Addr(), ops),
+		ObsSlack:   10 * time.Millisecond, ResumeSlack: 250 * time.Millisecond,
 	}, origin, evs, ops, s)
 	handoff(t, &sc, evs, end, s)
 	s.Seconds = time.Since(start).Seconds()

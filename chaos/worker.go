@@ -20,6 +20,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
 	"github.com/leasehold/leasehold/rwmutex"
@@ -143,7 +144,7 @@ func runHelper(cfg WorkerConfig) int {
 	var wg sync.WaitGroup
 	wg.Go(func() { canary(ctx, em) })
 	for i, kind := range cfg.Kinds {
-		w := &worker{cfg: cfg, kind: kind, em: em, sm: sm, store: store,
+		w := &worker{cfg: cfg, kind: kind, em: em, sm: sm, store: fence.New(store, storeName),
 			rnd: rand.New(rand.NewPCG(cfg.Seed, uint64(i)))}
 		wg.Go(func() { w.run(ctx) })
 	}
@@ -325,7 +326,7 @@ type worker struct {
 	kind  string
 	em    *emitter
 	sm    *sessions
-	store rueidis.Client
+	store *fence.Store
 	rnd   *rand.Rand
 
 	shared bool // rwmutex: the current hold is a read hold
@@ -471,27 +472,42 @@ func (w *worker) alive(s *session.Session, h *session.Hold) bool {
 // then writes it + 1, as work under a lock does. It reports false when h
 // ended in between.
 func (w *worker) fencedIncr(ctx context.Context, s *session.Session, h *session.Hold, key string) bool {
-	ok, v := w.storeOp(ctx, "r", h, key, 0)
-	if !ok {
+	r := w.storeOp(ctx, "r", h, key, func(ctx context.Context) (int64, int64, error) {
+		return storeRead(ctx, w.store, key, h.Token())
+	})
+	if !r.Accepted {
 		return true // superseded at the store: nothing to write
 	}
 	if !w.alive(s, h) {
 		return false
 	}
-	w.storeOp(ctx, "w", h, key, v+1)
+	v := r.Value + 1
+	w.storeOp(ctx, "w", h, key, func(ctx context.Context) (int64, int64, error) {
+		return v, 0, w.store.Set(ctx, key, []byte(strconv.FormatInt(v, 10)), h.Token())
+	})
 	return true
 }
 
-func (w *worker) storeOp(ctx context.Context, op string, h *session.Hold, key string, v int64) (bool, int64) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+// storeOp runs one store operation (call returns the value read or
+// written, and for a read the token that wrote it) and logs it.
+func (w *worker) storeOp(ctx context.Context, op string, h *session.Hold, key string,
+	call func(context.Context) (int64, int64, error)) Op {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	sent := Mono()
-	r, err := fencedScript.Exec(ctx, w.store, []string{"st:" + key, storeLog},
-		[]string{op, strconv.FormatInt(h.Token(), 10), h.ID(), strconv.FormatInt(sent, 10), key, strconv.FormatInt(v, 10)}).AsIntSlice()
-	if err != nil || len(r) != 2 {
-		return false, 0
+	o := Op{Key: key, Op: op, Token: h.Token(), Hold: h.ID(), Sent: Mono()}
+	v, writer, err := call(ctx)
+	o.Recv = Mono()
+	if op == "w" {
+		o.Value = v // also when refused or failed: what it tried
 	}
-	return r[0] == 1, r[1]
+	switch {
+	case err == nil:
+		o.Accepted, o.Value, o.Writer = true, v, writer
+	case !errors.Is(err, fence.ErrStale):
+		o.Err = err.Error()
+	}
+	w.em.emit(Event{Type: EvStore, T: o.Recv, Kind: w.kind, Hold: h.ID(), Token: h.Token(), Store: &o})
+	return o
 }
 
 func (w *worker) release(s *session.Session, h *session.Hold, res string) {
