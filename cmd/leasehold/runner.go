@@ -672,7 +672,7 @@ func lossText(hd held, cause error) string {
 		return fmt.Sprintf("lost %s: lease lost, %s", hd.what(), msg)
 	case errors.Is(cause, session.ErrLost) && strings.Contains(msg, "taken away"):
 		switch hd.kind {
-		case "mutex":
+		case "mutex", "rwmutex":
 			return fmt.Sprintf("%s was reset by an operator", hd.what())
 		case "election":
 			return fmt.Sprintf("%s: this leader was forced out by an operator (reset)", hd.what())
