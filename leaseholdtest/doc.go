@@ -49,6 +49,7 @@
 //	DisableRestartGrace
 //	ResetMutex,          that hold alone ends with ErrLost (not ErrLeaseLost), at once
 //	ResetElection,       or within one Heartbeat interval; the session goes on
+//	ResetRWMutex,        (ResetRWMutex: the writer's hold, or every reader's)
 //	RemovePoolMember
 //
 // Pause emulates a hung or SIGSTOPped redis-server: nothing is answered and

@@ -7,6 +7,7 @@ import (
 	"github.com/leasehold/leasehold/election"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
+	"github.com/leasehold/leasehold/rwmutex"
 	"github.com/leasehold/leasehold/session"
 )
 
@@ -131,6 +132,20 @@ func (s *Server) ResetElection(t TB, name string) {
 	t.Helper()
 	s.operate(t, fmt.Sprintf("ResetElection(%q)", name), func(ctx context.Context, op *session.Session) error {
 		return wasHeld(election.New(op, name).Reset(ctx))
+	})
+}
+
+// ResetRWMutex force-releases read-write mutex name in the server's
+// namespace, as an operator's rwmutex.Reset (or `leasehold reset`) does: its
+// writer, or every one of its readers, and serves its queue (the next writer,
+// or the readers at its head). Each hold taken away ends as a hold ends after
+// ResetMutex (session.ErrLost, not session.ErrLeaseLost; its session goes
+// on), and the same failures apply.
+func (s *Server) ResetRWMutex(t TB, name string) {
+	t.Helper()
+	s.operate(t, fmt.Sprintf("ResetRWMutex(%q)", name), func(ctx context.Context, op *session.Session) error {
+		n, err := rwmutex.New(op, name).Reset(ctx)
+		return wasHeld(n > 0, err)
 	})
 }
 

@@ -201,6 +201,7 @@ func TestHelpersFailLoudly(t *testing.T) {
 	}{
 		{"free mutex", func(tb leaseholdtest.TB) { srv.ResetMutex(tb, "free") }, `ResetMutex("free") in namespace "app": no live hold to take away`},
 		{"no leader", func(tb leaseholdtest.TB) { srv.ResetElection(tb, "e") }, `ResetElection("e") in namespace "app": no live hold to take away`},
+		{"free rwmutex", func(tb leaseholdtest.TB) { srv.ResetRWMutex(tb, "rw") }, `ResetRWMutex("rw") in namespace "app": no live hold to take away`},
 		{"not a member", func(tb leaseholdtest.TB) { srv.RemovePoolMember(tb, "p", "nope") }, `RemovePoolMember("p", "nope") in namespace "app": pool "p": remove: pool: not a member`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

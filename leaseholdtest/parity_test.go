@@ -25,6 +25,7 @@ import (
 	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
+	"github.com/leasehold/leasehold/rwmutex"
 	"github.com/leasehold/leasehold/semaphore"
 	"github.com/leasehold/leasehold/session"
 )
@@ -38,6 +39,7 @@ type backend struct {
 	restartEmpty  func(t *testing.T)
 	resetMutex    func(t *testing.T, name string)
 	resetElection func(t *testing.T, name string)
+	resetRWMutex  func(t *testing.T, name string)
 	removeMember  func(t *testing.T, pool, member string)
 }
 
@@ -53,6 +55,7 @@ func kitBackend(t *testing.T) backend {
 		restartEmpty:  func(t *testing.T) { srv.RestartEmpty(t) },
 		resetMutex:    func(t *testing.T, name string) { srv.ResetMutex(t, name) },
 		resetElection: func(t *testing.T, name string) { srv.ResetElection(t, name) },
+		resetRWMutex:  func(t *testing.T, name string) { srv.ResetRWMutex(t, name) },
 		removeMember:  func(t *testing.T, p, m string) { srv.RemovePoolMember(t, p, m) },
 	}
 }
@@ -111,6 +114,12 @@ func redisBackend(t *testing.T) backend {
 		},
 		resetElection: func(t *testing.T, name string) {
 			operate(t, func(ctx context.Context, op *session.Session) error { return taken(election.New(op, name).Reset(ctx)) })
+		},
+		resetRWMutex: func(t *testing.T, name string) {
+			operate(t, func(ctx context.Context, op *session.Session) error {
+				n, err := rwmutex.New(op, name).Reset(ctx)
+				return taken(n > 0, err)
+			})
 		},
 		removeMember: func(t *testing.T, p, m string) {
 			operate(t, func(ctx context.Context, op *session.Session) error { return pool.New(op, p).Remove(ctx, m) })
@@ -393,6 +402,39 @@ func resetElectionScenario(t *testing.T, b backend) outcome {
 	return o
 }
 
+// resetRWMutexScenario: two sessions read, a writer waits; the reset takes
+// both readers and the writer is granted.
+func resetRWMutexScenario(t *testing.T, b backend) outcome {
+	const ttl = time.Second
+	o := outcome{}
+	ctx := testutil.Ctx(t, 30*time.Second)
+	a := b.open(t, session.Options{TTL: ttl})
+	c := b.open(t, session.Options{TTL: ttl})
+	h := must[*session.Hold](t)(rwmutex.New(a, "rw").RLock(ctx))
+	other := must[*session.Hold](t)(mutex.New(a, "o").Lock(ctx))
+	hc := must[*session.Hold](t)(rwmutex.New(c, "rw").RLock(ctx))
+	writer := make(chan grant, 1)
+	go func() {
+		h, err := rwmutex.New(c, "rw").Lock(ctx)
+		writer <- grant{h, err}
+	}()
+	testutil.WaitFor(t, ctx, func() bool {
+		st, err := rwmutex.New(a, "rw").Holders(ctx)
+		return err == nil && st.QueuedWriters() == 1
+	})
+
+	since := time.Now()
+	b.resetRWMutex(t, "rw")
+	takenAway(t, o, h, other, a, since, ttl/3)
+	<-hc.Done()
+	o.set("other reader's cause", causeName(context.Cause(hc.Context())))
+	g := <-writer
+	o.set("writer granted", causeName(g.err))
+	o.set("writer's token higher", g.err == nil && g.h.Token() > max(h.Token(), hc.Token()))
+	o.set("Release of the reset hold", causeName(h.Release(ctx)))
+	return o
+}
+
 func removeMemberScenario(t *testing.T, b backend) outcome {
 	const ttl = time.Second
 	o := outcome{}
@@ -472,6 +514,10 @@ func TestFaultsMatchRealRedis(t *testing.T) {
 		})},
 		{"ResetElection", resetElectionScenario, with(takenAwayWant, outcome{
 			"next candidate elected": "nil", "next term higher": "true", "Leader is the next candidate": "true",
+		})},
+		{"ResetRWMutex", resetRWMutexScenario, with(takenAwayWant, outcome{
+			"other reader's cause": "ErrLost", "writer granted": "nil", "writer's token higher": "true",
+			"Release of the reset hold": "ErrLost",
 		})},
 		{"RemovePoolMember", removeMemberScenario, with(takenAwayWant, outcome{
 			"AcquireKey of the removed member": "ErrNotMember", "members": "[k2]",

@@ -552,20 +552,10 @@ func TestRestartEmptyReclaims(t *testing.T) {
 // replica; with the replica paused, a grant is rolled back (ErrNotReplicated)
 // and the session is lost at its deadline, since no renewal is acknowledged.
 func TestReplicaAck(t *testing.T) {
-	master := redistest.Start(t, redistest.Options{Args: []string{"--repl-diskless-sync-delay", "0"}})
-	host, port, _ := strings.Cut(master.Addr(), ":")
-	replica := redistest.Start(t, redistest.Options{Args: []string{"--replicaof", host, port}})
+	master, replica := redistest.StartReplicated(t)
 	probe := testutil.Client(t, replica.Addr())
 	ctx := testutil.Ctx(t, 30*time.Second)
-	// Replication is up when the master sees an online replica that answers WAIT.
 	mc := testutil.Client(t, master.Addr())
-	testutil.WaitFor(t, ctx, func() bool {
-		if mc.Do(ctx, mc.B().Set().Key("probe").Value("1").Build()).Error() != nil {
-			return false
-		}
-		n, err := mc.Do(ctx, mc.B().Wait().Numreplicas(1).Timeout(100).Build()).AsInt64()
-		return err == nil && n == 1
-	})
 	ns := redistest.Namespace(t)
 	const ttl = time.Second
 	s := testutil.Dial(t, master.Addr(), ns, session.Options{TTL: ttl, ReplicaAck: 1, ReplicaAckTimeout: 100 * time.Millisecond})

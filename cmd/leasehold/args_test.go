@@ -321,3 +321,11 @@ func TestSeedUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// oneLineErr checks that stderr is exactly one line starting with "leasehold: ".
+func oneLineErr(t *testing.T, stderr string) {
+	t.Helper()
+	if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "leasehold: ") {
+		t.Errorf("stderr is not one \"leasehold: \" line: %q", stderr)
+	}
+}

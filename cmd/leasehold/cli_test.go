@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // End-to-end tests: they build the leasehold binary and run it against real

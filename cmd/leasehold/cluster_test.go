@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // End-to-end test on a Redis Cluster (internal/redistest.StartCluster): the

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -6,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -162,13 +163,5 @@ func waitFile(t *testing.T, path string, d time.Duration) string {
 			t.Fatalf("%s not written within %v", path, d)
 		}
 		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// oneLineErr checks that stderr is exactly one line starting with "leasehold: ".
-func oneLineErr(t *testing.T, stderr string) {
-	t.Helper()
-	if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "leasehold: ") {
-		t.Errorf("stderr is not one \"leasehold: \" line: %q", stderr)
 	}
 }

@@ -12,7 +12,11 @@ const resetAbout = `Force-releases mutex NAME (or, with --all, every held mutex 
 whoever holds it: the mutex goes at once to its first live waiter, if any, and
 the holder loses it (a 'leasehold lock' holder signals its command and exits
 75). If NAME is an election (and no mutex), its leader is forced out and the
-next candidate elected ('leasehold elect' leaders exit 75 the same way). This is an operator override: the old holder learns of
+next candidate elected ('leasehold elect' leaders exit 75 the same way). If
+NAME is a read-write mutex (and no mutex or election), its writer or every
+one of its readers loses it and its queue is served ('leasehold rlock'
+holders exit 75 the same way); --all does not include read-write mutexes.
+This is an operator override: the old holder learns of
 it at once when its notification connection is up, else within one heartbeat
 interval; in that window only fencing tokens protect the resource, and the
 lock delay does not apply.
@@ -73,10 +77,13 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 			continue
 		}
 		if in.Token == 0 {
-			if kind := otherKind(ctx, e, name); kind == "election" {
+			switch kind := otherKind(ctx, e, name); kind {
+			case "election":
 				return resetElection(ctx, e, name, *yes, stdout)
-			} else if kind != "" {
-				return fail(exitError, "reset: %q is a %s; reset force-releases mutexes and election leaders only", name, kind)
+			case "rwmutex":
+				return resetRWMutex(ctx, e, name, *yes, stdout)
+			case "semaphore", "pool":
+				return fail(exitError, "reset: %q is a %s; reset force-releases mutexes, read-write mutexes and election leaders only", name, kind)
 			}
 			return fail(exitError, "reset: no mutex %q in namespace %q", name, g.namespace)
 		}
@@ -124,6 +131,8 @@ func otherKind(ctx context.Context, e scripts.Env, name string) string {
 	for _, k := range []struct{ kind, key string }{
 		{"semaphore", e.K.Semaphore(name)},
 		{"election", e.K.Election(name)},
+		{"rwmutex", e.K.RWMutex(name)},
+		{"rwmutex", e.K.RWMutexReaders(name)},
 		{"pool", e.K.PoolBase(name) + "f"},
 		{"pool", e.K.PoolBase(name) + "h"},
 	} {
@@ -167,4 +176,53 @@ func resetElection(ctx context.Context, e scripts.Env, name string, yes bool, st
 	}
 	fmt.Fprintf(stdout, "reset election %q: forced session %s out (term %d)\n", name, esc(sidOf(hid)), l.Term)
 	return nil
+}
+
+// resetRWMutex force-releases read-write mutex name: its writer, or every
+// one of its readers.
+func resetRWMutex(ctx context.Context, e scripts.Env, name string, yes bool, stdout io.Writer) error {
+	in, err := e.RWMutexInspect(ctx, name)
+	if err != nil {
+		return fail(exitError, "reset: rwmutex %q: %v", name, err)
+	}
+	if len(in.Holders) == 0 {
+		fmt.Fprintf(stdout, "rwmutex %q is not held; nothing to reset\n", name)
+		return nil
+	}
+	if !yes {
+		fmt.Fprintf(stdout, "would reset rwmutex %q: %s\n", name, describeRW(in))
+		return fail(exitError, "reset: nothing done; add --yes to force-release it")
+	}
+	n, err := e.RWMutexReset(ctx, name)
+	if err != nil {
+		return fail(exitError, "reset: rwmutex %q: %v", name, err)
+	}
+	if n == 0 {
+		fmt.Fprintf(stdout, "rwmutex %q was released meanwhile; nothing to reset\n", name)
+		return nil
+	}
+	fmt.Fprintf(stdout, "reset rwmutex %q: took %s\n", name, plural(n, "hold", "holds"))
+	return nil
+}
+
+// describeRW says who holds a read-write mutex (in.Holders is not empty)
+// and who waits.
+func describeRW(in scripts.RWMutexInfo) string {
+	var s string
+	if h := in.Holders[0]; !h.Shared {
+		s = fmt.Sprintf("written by session %s (owner %s, token %d, lease %s left", esc(sidOf(h.HoldID)), cell(h.Owner), h.Token, human(h.TTL))
+	} else {
+		s = "read by " + plural(len(in.Holders), "hold", "holds") + " (sessions"
+		for i, h := range in.Holders {
+			if i == 3 {
+				s += fmt.Sprintf(" and %d more", len(in.Holders)-i)
+				break
+			}
+			s += " " + esc(sidOf(h.HoldID))
+		}
+	}
+	if len(in.Queue) > 0 {
+		s += ", " + plural(len(in.Queue), "waiter", "waiters")
+	}
+	return s + ")"
 }

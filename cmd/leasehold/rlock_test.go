@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -54,5 +56,64 @@ func TestRLock(t *testing.T) {
 	text, _, _ := cli(t, url, "status", "--namespace", ns)
 	if !strings.Contains(text, "RWMUTEXES") || !strings.Contains(text, `rwmutex "cat" (read)`) {
 		t.Fatalf("status text lacks the readers:\n%s", text)
+	}
+}
+
+// TestResetRWMutex: `reset NAME` on a read-write mutex takes every reader
+// (or the writer): without --yes it only says so and exits 1, with it the
+// holders' commands exit 75 saying an operator reset them; a free one is
+// "not held". --all leaves read-write mutexes alone.
+func TestResetRWMutex(t *testing.T) {
+	t.Parallel()
+	_, url, ns := server(t)
+	dir := t.TempDir()
+	env := []string{"DIR=" + dir}
+	script := func(file string) string {
+		return `trap 'exit 143' TERM; echo ready > "$DIR/` + file + `"; sleep 60 & wait`
+	}
+	r1 := startEnv(t, env, url, "rlock", "--namespace", ns, "--ttl", "5s", "cat", "--", "sh", "-c", script("r1"))
+	r2 := startEnv(t, env, url, "rlock", "--namespace", ns, "--ttl", "5s", "cat", "--", "sh", "-c", script("r2"))
+	waitFile(t, filepath.Join(dir, "r1"), 10*time.Second)
+	waitFile(t, filepath.Join(dir, "r2"), 10*time.Second)
+
+	stdout, stderr, code := cli(t, url, "reset", "--namespace", ns, "cat")
+	if code != exitError || !strings.Contains(stdout, `would reset rwmutex "cat": read by 2 holds (sessions`) || !strings.Contains(stderr, "--yes") {
+		t.Fatalf("reset without --yes: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	oneLineErr(t, stderr)
+	if stdout, _, code := cli(t, url, "reset", "--all", "--yes", "--namespace", ns); code != 0 || !strings.Contains(stdout, "nothing to reset") {
+		t.Fatalf("reset --all beside a held rwmutex: exit %d, %q", code, stdout)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if r1.exited() || r2.exited() {
+		t.Fatalf("a reader ended without a reset: %s %s", r1.stderr.String(), r2.stderr.String())
+	}
+
+	stdout, stderr, code = cli(t, url, "reset", "--namespace", ns, "cat", "--yes")
+	if code != 0 || !strings.Contains(stdout, `reset rwmutex "cat": took 2 holds`) {
+		t.Fatalf("reset --yes: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, p := range []*proc{r1, r2} {
+		if code := p.wait(10 * time.Second); code != exitLost {
+			t.Fatalf("rlock exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
+		}
+		if got := p.stderr.String(); !strings.Contains(got, `rwmutex "cat" was reset by an operator`) {
+			t.Errorf("rlock's stderr %q does not say plainly why", got)
+		}
+	}
+
+	w := startEnv(t, env, url, "rlock", "--write", "--namespace", ns, "--ttl", "5s", "cat", "--", "sh", "-c", script("w"))
+	waitFile(t, filepath.Join(dir, "w"), 10*time.Second)
+	if stdout, _, code := cli(t, url, "reset", "--namespace", ns, "cat"); code != exitError || !strings.Contains(stdout, `would reset rwmutex "cat": written by session`) {
+		t.Fatalf("reset of the writer without --yes: exit %d, %q", code, stdout)
+	}
+	if stdout, _, code := cli(t, url, "reset", "--namespace", ns, "cat", "--yes"); code != 0 || !strings.Contains(stdout, `reset rwmutex "cat": took 1 hold`) {
+		t.Fatalf("reset of the writer: exit %d, %q", code, stdout)
+	}
+	if code := w.wait(10 * time.Second); code != exitLost {
+		t.Fatalf("rlock --write exit %d, want %d; stderr %s", code, exitLost, w.stderr.String())
+	}
+	if stdout, _, code := cli(t, url, "reset", "--namespace", ns, "cat", "--yes"); code != 0 || !strings.Contains(stdout, `rwmutex "cat" is not held`) {
+		t.Errorf("reset of a free rwmutex: exit %d, %q", code, stdout)
 	}
 }

@@ -25,47 +25,6 @@ import (
 	"github.com/leasehold/leasehold/session"
 )
 
-const defaultTTL = 10 * time.Second
-
-// runFlags are the flags of lock, sem and elect.
-type runFlags struct {
-	ttl       time.Duration
-	wait      optDuration
-	killAfter optDuration
-	lockDelay optDuration // lock and elect only
-}
-
-func (f *runFlags) register(c *command, lockDelay bool) {
-	c.fs.DurationVar(&f.ttl, "ttl", defaultTTL, "lease `TTL`: how long the hold outlives a silent leasehold on the server")
-	f.wait.def = "forever"
-	c.fs.Var(&f.wait, "wait", "give up after waiting this `duration` (exit 73); 0: try once, exit 73 at once if not granted")
-	f.killAfter.def = "TTL/3"
-	c.fs.Var(&f.killAfter, "kill-after", "after a loss, send SIGKILL this `duration` after SIGTERM; at most the TTL")
-	if lockDelay {
-		f.lockDelay.def = "kill-after + TTL/10"
-		c.fs.Var(&f.lockDelay, "lock-delay", "after a loss, keep the resource from others this `duration` beyond the lease's expiry")
-	}
-}
-
-// options validates the flags and returns the session options.
-func (f *runFlags) options(c *command, g *globals) (session.Options, time.Duration, error) {
-	if err := g.check(); err != nil {
-		return session.Options{}, 0, err
-	}
-	if f.ttl < 50*time.Millisecond {
-		return session.Options{}, 0, c.usageErr("--ttl %v: at least 50ms", f.ttl)
-	}
-	kill := f.killAfter.or(f.ttl / 3)
-	if kill > f.ttl {
-		return session.Options{}, 0, c.usageErr("--kill-after %v exceeds --ttl %v: a CMD ignoring SIGTERM could outlive the lease by that much", kill, f.ttl)
-	}
-	o := session.Options{Namespace: g.namespace, TTL: f.ttl}
-	if f.lockDelay.def != "" {
-		o.LockDelay = f.lockDelay.or(kill + f.ttl/10)
-	}
-	return o, kill, nil
-}
-
 // held is what a runner acquired.
 type held struct {
 	kind string // "mutex", "semaphore", "election", "pool"
@@ -672,7 +631,7 @@ func lossText(hd held, cause error) string {
 		return fmt.Sprintf("lost %s: lease lost, %s", hd.what(), msg)
 	case errors.Is(cause, session.ErrLost) && strings.Contains(msg, "taken away"):
 		switch hd.kind {
-		case "mutex":
+		case "mutex", "rwmutex":
 			return fmt.Sprintf("%s was reset by an operator", hd.what())
 		case "election":
 			return fmt.Sprintf("%s: this leader was forced out by an operator (reset)", hd.what())

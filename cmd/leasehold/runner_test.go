@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // End-to-end tests of the runners (lock, sem, elect, pool acquire) on real

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -117,6 +119,7 @@ func TestLossText(t *testing.T) {
 		want  string
 	}{
 		{"mutex reset", held{kind: "mutex", name: "x"}, takenAway(`mutex "x"`), `mutex "x" was reset by an operator`},
+		{"rwmutex reset", held{kind: "rwmutex", name: "x"}, takenAway(`rwmutex "x"`), `rwmutex "x" was reset by an operator`},
 		{"election reset", held{kind: "election", name: "e"}, takenAway(`election "e"`), `election "e": this leader was forced out by an operator (reset)`},
 		{"semaphore taken", held{kind: "semaphore", name: "s"}, takenAway(`semaphore "s"`), `semaphore "s" was taken away`},
 		{"heartbeat", held{kind: "mutex", name: "x"},

@@ -141,10 +141,10 @@ func (s *Server) Kill() {
 }
 
 // Stop pauses the process with SIGSTOP.
-func (s *Server) Stop() { s.signal(syscall.SIGSTOP, true) }
+func (s *Server) Stop() { s.signal(sigStop, true) }
 
 // Cont resumes a stopped process with SIGCONT.
-func (s *Server) Cont() { s.signal(syscall.SIGCONT, false) }
+func (s *Server) Cont() { s.signal(sigCont, false) }
 
 // Restart kills the server if it is running and starts it again on the same
 // port with the same directory and options, then waits for PING. AOF data
@@ -307,7 +307,7 @@ func (s *Server) kill() {
 		return
 	}
 	if s.stopped {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+		_ = s.cmd.Process.Signal(sigCont)
 	}
 	_ = s.cmd.Process.Kill()
 	<-s.done

@@ -14,8 +14,65 @@
 -- Waiters that can be granted (after a holder died, or a queued writer
 -- withdrew) are served here first, so a newcomer never overtakes them.
 local hid, k, r, q = ARGV[1], KEYS[1], KEYS[2], KEYS[3]
-local queue, sharded = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
 local shared = string.sub(ARGV[2], 3, 3) == '1'
+
+-- Fast paths, before the helpers exist (see scripts.go), when the caller's
+-- lease exists with no grace pending (g = "0", see check_caller) and hid is
+-- not withdrawn, and k has a token and no waiter mark (nobody waits, see
+-- rw_mark). Anything else takes the full path below, which reads
+-- everything again.
+local lease = redis.call('HMGET', KEYS[4], 'g', 'x:' .. hid, 'ttl', 'ld')
+if lease[1] == '0' and not lease[2] then
+  local st = redis.call('HMGET', k, 'w', 'tok', 'q', 'free', 'wfree')
+  local writer = st[1]
+  if not writer and st[2] and not st[3] and not st[4] then
+    -- No writer, no lock delay keeping everyone out, nobody waiting: a
+    -- reader is granted unless it already is (a retry: the full path
+    -- returns its token); a writer when no reader holds (dead ones too:
+    -- the full path clears them) and no lost reader's lock delay runs.
+    local ok
+    if shared then
+      ok = redis.call('HEXISTS', r, hid) == 0
+    else
+      ok = not st[5] and redis.call('EXISTS', r) == 0
+    end
+    if ok then
+      local tok, n = new_token(st[2])
+      local ld = lease[4] or '0'
+      if shared then
+        redis.call('HSET', r, hid, ld .. ':' .. tok)
+        redis.call('HSET', k, 'tok', tok, 'i', 2 * lease[3])
+      else
+        redis.call('HSET', k, 'w', hid, 'wld', ld, 'tok', tok, 'i', 2 * lease[3])
+      end
+      redis.call('PERSIST', k) -- it expires while idle (see common.lua)
+      return {1, n}
+    end
+  elseif writer and writer ~= hid then
+    -- A writer holds: busy while its session is live, the same reply as
+    -- busy() in common.lua. (Spelled out, like sid_of and prefix_of, as in
+    -- mutex_acquire.lua.)
+    local p = string.match(k, '^{[^}]*}:')
+    local wait = redis.call('PTTL', p .. 's:' .. string.match(writer, '^([^.]+)%.'))
+    if wait > 0 then
+      if string.sub(ARGV[2], 1, 1) ~= '1' then
+        return {0, wait, -1}
+      end
+      local e = hid .. (shared and '|r' or '|w')
+      local pos = redis.call('LPOS', q, e)
+      if not pos then
+        pos = redis.call('RPUSH', q, e) - 1
+        if not st[3] then
+          redis.call('HSET', k, 'q', '1') -- see rw_mark; k has 'i' (a grant set it)
+        end
+      end
+      return {0, wait, pos}
+    end
+  end
+end
+
+--@helpers
+local queue, sharded = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
 local p = prefix_of(k)
 local name = string.sub(k, #p + 4)
 local stop, grace = check_caller(p, hid, queue)
@@ -30,14 +87,19 @@ if shared then
 elseif redis.call('HGET', k, 'w') == hid then
   return {1, tonumber(redis.call('HGET', k, 'tok'))}
 end
+-- Every exit below keeps the waiter mark in step with the queue (rw_mark).
+local function done(reply)
+  rw_mark(k, q, lease[3])
+  return reply
+end
 local entry = rw_entry(hid, shared)
 if redis.call('LPOS', q, entry) then
   -- A re-check of a queued caller: serve the queue, the caller may be next.
   local tok = rw_serve(p, k, r, q, sharded, name, entry)
   if tok then
-    return {1, tok}
+    return done({1, tok})
   end
-  return busy(q, entry, rw_wait(p, k, r), queue, grace)
+  return done(busy(q, entry, rw_wait(p, k, r), queue, grace))
 end
 rw_serve(p, k, r, q, sharded, name, nil)
 local wait = 0
@@ -61,10 +123,10 @@ else
     end
   end
   if wait == 0 then
-    return {1, rw_grant(p, k, r, hid, shared)}
+    return done({1, rw_grant(p, k, r, hid, shared)})
   end
 end
 if queue ~= '1' then
   rw_idle(p, k, r, q) -- dead holders cleared, maybe nobody left
 end
-return busy(q, entry, wait, queue, grace)
+return done(busy(q, entry, wait, queue, grace))

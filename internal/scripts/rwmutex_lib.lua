@@ -3,7 +3,8 @@
 --   k  {ns}:rw:<name>     hash: w (writer hold id), wld (the writer's lock
 --                         delay, ms), tok (last token), i (idle ms), free (end
 --                         of a lock delay that keeps everyone out, ms), wfree
---                         (end of one that keeps writers out, ms)
+--                         (end of one that keeps writers out, ms), q (waiter
+--                         mark, see rw_mark)
 --   r  {ns}:rwr:<name>    hash: reader hold id -> "<lock delay ms>:<token>"
 --   q  {ns}:q:rw:<name>   list of "<hold id>|r" and "<hold id>|w", FIFO
 -- A reader or writer is valid while it is recorded and its session's lease
@@ -175,6 +176,28 @@ local function rw_idle(p, k, r, q)
   expire_idle(k, v[1], free)
 end
 
+-- rw_mark keeps the waiter mark 'q' of k in step with queue q: set while q
+-- holds an entry, cleared once it is empty. The fast paths of the acquire
+-- and release scripts trust the mark instead of reading the queue, so every
+-- script that may have changed q or recreated k's token ends with rw_mark
+-- when it takes the full path (the fast paths set the mark with their RPUSH
+-- and clear it when they find q empty). A stale mark only sends a call down
+-- the full path. The mark lives in k next to 'tok', and the fast paths need
+-- 'tok': if k expires with waiters queued, mark and token vanish together.
+-- A k created here (waiters queued while k is gone, as during a restart
+-- grace) gets an idle time of ttl (the caller's lease TTL in ms, or nil),
+-- so that it can expire.
+local function rw_mark(k, q, ttl)
+  if redis.call('LLEN', q) == 0 then
+    redis.call('HDEL', k, 'q')
+    return
+  end
+  redis.call('HSET', k, 'q', '1')
+  if redis.call('HEXISTS', k, 'i') == 0 then
+    redis.call('HSET', k, 'i', idle_ms(ttl))
+  end
+end
+
 -- rw_wait returns a hint (ms) of how long until k may change hands: the
 -- remaining lease TTL of the live writer or of a live reader, a lock delay
 -- left, or 1000 when none is known. Waiters use it only for their fallback
@@ -223,5 +246,6 @@ local function rw_reclaim(p, k, r, hid, tok, shared, ttl, ld)
   if tok > tonumber(redis.call('HGET', k, 'tok') or '0') then
     redis.call('HSET', k, 'tok', string.format('%.0f', tok))
   end
+  rw_mark(k, p .. 'q:rw:' .. string.sub(k, #p + 4), ttl)
   return ok
 end

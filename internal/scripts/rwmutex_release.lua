@@ -3,17 +3,125 @@
 -- withdrawing a queued writer that kept readers out) serves the queue in
 -- the same call: the next writer, or all the consecutive readers at its head.
 -- KEYS[1] {ns}:rw:<name>   KEYS[2] readers {ns}:rwr:<name>
--- KEYS[3] queue {ns}:q:rw:<name>
+-- KEYS[3] queue {ns}:q:rw:<name>   KEYS[4] the releasing session's lease
+-- {ns}:s:<sid>
 -- ARGV[1] hold id   ARGV[2] options "<sharded><withdraw><shared>": sharded
 -- "1" for sharded pub/sub, withdraw "1" to withdraw the hold id for good
 -- (see withdraw in common.lua), shared "1" for a read hold
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when it is neither (already released, or taken away): idempotent.
 local hid, k, r, q = ARGV[1], KEYS[1], KEYS[2], KEYS[3]
-local sharded = string.sub(ARGV[2], 1, 1)
 local shared = string.sub(ARGV[2], 3, 3) == '1'
+
+-- Fast paths, before the helpers exist (see scripts.go): a plain release
+-- with nobody waiting, a reader's release that leaves live readers, and a
+-- release that leaves nobody holding and hands over to the live waiters at
+-- the head of the queue. Only without a lock delay pending ('free',
+-- 'wfree': the full path computes their end). Once the hold is released,
+-- anything unusual goes on with the full path below (released = true).
+local released = false
+if string.sub(ARGV[2], 2, 2) ~= '1' then
+  local st = redis.call('HMGET', k, 'w', 'q', 'i', 'free', 'wfree', 'tok')
+  if shared then
+    released = redis.call('HDEL', r, hid) == 1
+  elseif st[1] == hid then
+    redis.call('HDEL', k, 'w', 'wld')
+    st[1] = false
+    released = true
+  end
+  if released and not st[1] and not st[4] and not st[5] then
+    local p = string.match(k, '^{[^}]*}:')
+    -- Nobody waits when 'q' is unset (see rw_mark); a stale mark over an
+    -- empty queue is cleared here.
+    local waiting = st[2] and redis.call('LLEN', q) > 0
+    if st[2] and not waiting then
+      redis.call('HDEL', k, 'q')
+    end
+    local readers = shared and redis.call('HKEYS', r)
+    if readers and readers[1] then
+      -- Other readers hold: done when one of them is live and nobody
+      -- waits, or a live writer waits first (it waits for the readers).
+      -- Dead readers are the full path's (their lock delay starts there).
+      if redis.call('EXISTS', p .. 's:' .. string.match(readers[1], '^([^.]+)%.')) == 1 then
+        if not waiting then
+          return 1
+        end
+        local e = redis.call('LINDEX', q, 0)
+        local w = string.match(e, '^([^.]+)%..*|w$')
+        if w and redis.call('EXISTS', p .. 's:' .. w) == 1 then
+          return 1
+        end
+      end
+    elseif not waiting then
+      if st[3] then
+        redis.call('PEXPIRE', k, st[3]) -- idle: kept 'i' ms (see common.lua)
+      end
+      return 1
+    elseif redis.call('HGET', KEYS[4], 'g') == '0' then
+      -- Nobody holds and waiters queue: the releaser's lease says no
+      -- restart grace is pending (see check_caller). Grant the head as
+      -- rw_serve would: a writer, or every reader up to the first writer,
+      -- which then waits for them. A dead waiter (its lease has no 'ld')
+      -- is left to the full path, which drops it and serves on. k is
+      -- persistent: the released hold's grant made it so.
+      local tok, n
+      local name = string.sub(k, #p + 4)
+      local pub = string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH'
+      local granted, served = 0, false
+      while true do
+        local e = redis.call('LINDEX', q, 0)
+        if not e then
+          redis.call('HDEL', k, 'q') -- served them all
+          served = true
+          break
+        end
+        local nxt, mode = string.match(e, '^(.+)|([rw])$')
+        local sid = string.match(nxt, '^([^.]+)%.')
+        local l = redis.call('HMGET', p .. 's:' .. sid, 'ld', 'ttl')
+        if not l[1] then
+          break
+        end
+        if mode == 'w' and granted > 0 then
+          served = true
+          break
+        end
+        redis.call('LPOP', q)
+        if tok then
+          n = n + 1
+          tok = string.format('%.0f', n)
+        else
+          tok, n = new_token(st[6])
+        end
+        if mode == 'w' then
+          redis.call('HSET', k, 'w', nxt, 'wld', l[1], 'tok', tok, 'i', 2 * l[2])
+        else
+          redis.call('HSET', r, nxt, l[1] .. ':' .. tok)
+          redis.call('HSET', k, 'tok', tok, 'i', 2 * l[2])
+        end
+        redis.call(pub, p .. 'n:' .. sid, 'g|' .. nxt .. '|' .. tok .. '|' .. name)
+        granted = granted + 1
+        if mode == 'w' then
+          served = true
+          break
+        end
+      end
+      if served then
+        return 1
+      end
+    end
+  end
+end
+
+--@helpers
+local sharded = string.sub(ARGV[2], 1, 1)
 local p = prefix_of(k)
 local name = string.sub(k, #p + 4)
+if released then
+  rw_serve(p, k, r, q, sharded, name, nil)
+  rw_idle(p, k, r, q)
+  rw_mark(k, q, nil)
+  return 1
+end
 if string.sub(ARGV[2], 2, 2) == '1' then
   withdraw(p, hid)
 end
@@ -32,5 +140,6 @@ end
 if out ~= 0 then
   rw_serve(p, k, r, q, sharded, name, nil)
   rw_idle(p, k, r, q)
+  rw_mark(k, q, nil)
 end
 return out

@@ -24,4 +24,5 @@ redis.call('DEL', r)
 redis.call('HDEL', k, 'w', 'wld', 'free', 'wfree')
 rw_serve(p, k, r, q, sharded, name, nil)
 rw_idle(p, k, r, q)
+rw_mark(k, q, nil)
 return n

@@ -369,7 +369,7 @@ func (e Env) releaseCmd(r Resource, hid string, withdraw bool) execer {
 		return execer{elResign, e.elKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
 			e.K.ElectionChannel(r.Name), w}}
 	case RWMutex:
-		return execer{rwRelease, e.rwKeys(r.Name), []string{hid, e.sharded() + w + oneIf(r.Shared)}}
+		return execer{rwRelease, append(e.rwKeys(r.Name), e.K.Lease(SessionOf(hid))), []string{hid, e.sharded() + w + oneIf(r.Shared)}}
 	}
 	panic(fmt.Sprintf("scripts: release of unknown kind %v", r.Kind))
 }

@@ -1,8 +1,11 @@
 package scripts_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/scripts"
@@ -28,14 +31,7 @@ func TestMutexWaiterMark(t *testing.T) {
 			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
 		}
 	}
-	mark := func() bool {
-		t.Helper()
-		n, err := c.Do(ctx, c.B().Hexists().Key(key).Field("w").Build()).AsInt64()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n == 1
-	}
+	mark := func() bool { return hasField(t, ctx, c, key, "w") }
 	acquire := func(hid string, queue bool, want scripts.Status) scripts.Grant {
 		t.Helper()
 		g, err := e.Acquire(ctx, m, hid, queue)
@@ -75,4 +71,93 @@ func TestMutexWaiterMark(t *testing.T) {
 	if g2.Token <= g.Token {
 		t.Fatalf("token %d after %d: not increasing", g2.Token, g.Token)
 	}
+}
+
+// TestRWMutexWaiterMark: the read-write mutex fast paths trust the waiter
+// mark 'q' of its hash rather than the queue, so a newcomer never overtakes
+// a waiter: not when the mutex is free with the waiter still queued (as a
+// release during a restart grace leaves it), nor when the hash expired while
+// the waiter was queued (the mark goes with the token, which the fast paths
+// need). The release that leaves the queue empty clears the mark and lets
+// the idle hash expire.
+func TestRWMutexWaiterMark(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	c := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 10*time.Second)
+	e := scripts.Env{C: c, K: scripts.NewKeys(ns)}
+	for _, sid := range []string{"a", "b", "c"} {
+		if ok, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
+			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
+		}
+	}
+	key := "{" + ns + "}:rw:rw"
+	read := scripts.Resource{Kind: scripts.RWMutex, Name: "rw", Shared: true}
+	write := scripts.Resource{Kind: scripts.RWMutex, Name: "rw"}
+	mark := func() bool { return hasField(t, ctx, c, key, "q") }
+	acquire := func(r scripts.Resource, hid string, queue bool, want scripts.Status) scripts.Grant {
+		t.Helper()
+		g, err := e.Acquire(ctx, r, hid, queue)
+		if err != nil || g.Status != want {
+			t.Fatalf("Acquire(%s, shared=%v, queue=%v) = %+v, %v; want status %v", hid, r.Shared, queue, g, err, want)
+		}
+		return g
+	}
+	do := func(args ...string) {
+		t.Helper()
+		if err := c.Do(ctx, c.B().Arbitrary(args...).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for i, lose := range []string{"writer", "hash"} {
+		n := uint64(10 * (i + 1))
+		ha, hb, hc := scripts.HoldID("a", n), scripts.HoldID("b", n), scripts.HoldID("c", n)
+		g := acquire(write, ha, false, scripts.Granted)
+		if mark() {
+			t.Fatal("waiter mark set with nobody waiting")
+		}
+		acquire(write, hb, true, scripts.Busy)
+		if !mark() {
+			t.Fatal("waiter mark not set after a waiter queued")
+		}
+		switch lose {
+		case "writer": // free, b still queued
+			do("HDEL", key, "w", "wld")
+		case "hash": // expired with b queued; a still "holds" nothing
+			do("DEL", key)
+		}
+		acquire(read, hc, false, scripts.Busy)
+		acquire(write, hc, false, scripts.Busy)
+		gb := acquire(write, hb, true, scripts.Granted)
+		if gb.Token <= g.Token {
+			t.Fatalf("%s: token %d after %d", lose, gb.Token, g.Token)
+		}
+		if r, err := e.Release(ctx, write, hb, false); err != nil || r != scripts.Freed {
+			t.Fatalf("Release(%s) = %v, %v; want Freed", hb, r, err)
+		}
+		if mark() {
+			t.Fatalf("%s: waiter mark still set after the release that left the queue empty", lose)
+		}
+		if pttl, err := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64(); err != nil || pttl <= 0 {
+			t.Fatalf("%s: PTTL of the idle hash = %d, %v; want > 0", lose, pttl, err)
+		}
+		gc := acquire(read, hc, false, scripts.Granted)
+		if gc.Token <= gb.Token {
+			t.Fatalf("%s: token %d after %d", lose, gc.Token, gb.Token)
+		}
+		if r, err := e.Release(ctx, read, hc, false); err != nil || r != scripts.Freed {
+			t.Fatalf("Release(%s) = %v, %v; want Freed", hc, r, err)
+		}
+	}
+}
+
+// hasField reports whether hash key has field f.
+func hasField(t *testing.T, ctx context.Context, c rueidis.Client, key, f string) bool {
+	t.Helper()
+	n, err := c.Do(ctx, c.B().Hexists().Key(key).Field(f).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
 }
