@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -117,7 +118,7 @@ func (h *Hold) Release(ctx context.Context) error {
 	case !errors.Is(cause, ErrReleased):
 		return fmt.Errorf("session: release %s: %w", h.describe(), cause)
 	}
-	opctx, cancel := context.WithTimeout(ctx, h.s.opt.TTL)
+	opctx, cancel := callCtx(ctx, time.Now().Add(h.s.opt.TTL))
 	defer cancel()
 	r, err := h.s.env.Release(opctx, h.res, h.hid, h.uncertain || h.unsure)
 	for try := 0; err != nil && connLost(err) && opctx.Err() == nil && try < 2; try++ {

@@ -312,7 +312,18 @@ func (s *Session) post(f func(*loop)) bool {
 // closed runs to its end; a grant it brings back is refused by the closed
 // hold table, and the deleted lease invalidates it in Redis.)
 func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithDeadline(ctx, s.Deadline())
+	return callCtx(ctx, s.Deadline())
+}
+
+// callCtx is context.WithDeadline(ctx, dl) for one call, marked
+// scripts.Direct when ctx itself never ends: rueidis then honours the
+// deadline by itself, and the call needs no hand-over to another goroutine.
+func callCtx(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithDeadline(ctx, dl)
+	if ctx.Done() == nil {
+		return scripts.Direct(c), cancel
+	}
+	return c, cancel
 }
 
 // usable returns nil while the session can grant, else the cause of its end.

@@ -30,10 +30,24 @@ func (c bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []ruei
 		func(err error) []rueidis.RedisResult { return failed(len(multi), err) })
 }
 
+// Direct marks ctx, whose only end is a deadline that leasehold set on a
+// caller's ctx that never ends, as one that Bound's Do and DoMulti need not
+// watch: they run the call on the caller's goroutine, saving the hand-over
+// to another goroutine and back (about a third of an uncontended
+// lock+release, see docs/performance.md). rueidis honours the deadline by
+// itself: a socket deadline on a synchronous call, a select on Done in
+// pipelined mode. What it does not bound is the wait for a redial that
+// another goroutine started (see Bound); that wait has its own bound (the
+// dialer's ctx, ConnWriteTimeout), and the caller, whose ctx never ends,
+// has no earlier end to be held to.
+func Direct(ctx context.Context) context.Context { return direct{ctx} }
+
+type direct struct{ context.Context }
+
 // within runs call, returning its result, or failed(ctx.Err()) when ctx ends
 // first (call then finishes in its goroutine).
 func within[T any](ctx context.Context, call func() T, failed func(error) T) T {
-	if ctx.Done() == nil {
+	if _, ok := ctx.(direct); ok || ctx.Done() == nil {
 		return call()
 	}
 	ch := make(chan T, 1)
