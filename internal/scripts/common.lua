@@ -14,12 +14,12 @@ end
 
 -- alive reports whether the lease of the session owning hold id hid exists.
 local function alive(p, hid)
-  return redis.call('EXISTS', p .. 's:' .. sid_of(hid)) == 1
+  return redis.call('EXISTS', p .. K_LEASE .. sid_of(hid)) == 1
 end
 
 -- lease_pttl returns the remaining TTL (ms) of hid's session lease, or a negative value.
 local function lease_pttl(p, hid)
-  return redis.call('PTTL', p .. 's:' .. sid_of(hid))
+  return redis.call('PTTL', p .. K_LEASE .. sid_of(hid))
 end
 
 -- now_us returns the server time in microseconds, read once per script.
@@ -51,7 +51,7 @@ end
 
 -- notify publishes msg on the notification channel of hid's session.
 local function notify(p, sharded, hid, msg)
-  publish(sharded, p .. 'n:' .. sid_of(hid), msg)
+  publish(sharded, p .. K_CHANNEL .. sid_of(hid), msg)
 end
 
 -- revoke records that hold hid was taken away from its (live) session: the
@@ -60,7 +60,7 @@ end
 -- it lives exactly as long as the lease, and the heartbeat reads it from
 -- the one key it declares (see heartbeat.lua).
 local function revoke(p, sharded, hid)
-  local lease = p .. 's:' .. sid_of(hid)
+  local lease = p .. K_LEASE .. sid_of(hid)
   if redis.call('EXISTS', lease) == 1 then
     redis.call('HSET', lease, 'r', (redis.call('HGET', lease, 'r') or '') .. '|' .. hid)
     notify(p, sharded, hid, 'r|' .. hid)
@@ -76,7 +76,7 @@ end
 -- returns -1 when the marker is missing (the data was lost: the client
 -- recreates the marker and retries), the ms of grace left, or 0.
 local function grace_left(p)
-  local until_ms = redis.call('GET', p .. 'epoch')
+  local until_ms = redis.call('GET', p .. K_EPOCH)
   if not until_ms then
     return -1
   end
@@ -107,21 +107,21 @@ end
 local function check_caller(p, hid, queue)
   local grace = grace_left(p)
   if grace < 0 then
-    return {-5}, grace
+    return {R_EPOCH_MISSING}, grace
   end
-  local key = p .. 's:' .. sid_of(hid)
+  local key = p .. K_LEASE .. sid_of(hid)
   local lease = redis.call('HMGET', key, 'ttl', 'x:' .. hid, 'g')
   if lease[2] then
-    return {-7}, grace -- withdrawn (see withdraw): a late or repeated attempt
+    return {R_WITHDRAWN}, grace -- withdrawn (see withdraw): a late or repeated attempt
   end
   if not lease[1] then
     if grace > 0 then
       if queue ~= '1' then
-        return {-8, grace}, grace
+        return {R_GRACE, grace}, grace
       end
-      return {0, grace, -1}, grace
+      return {R_BUSY, grace, -1}, grace
     end
-    return {-1}, grace
+    return {R_LEASE_GONE}, grace
   end
   if grace == 0 and lease[3] ~= '0' then
     redis.call('HSET', key, 'g', '0')
@@ -135,7 +135,7 @@ end
 -- otherwise grant a resource nobody waits for. The marker is a field of the
 -- session's lease hash, so it lives exactly as long as the hold id can.
 local function withdraw(p, hid)
-  local lease = p .. 's:' .. sid_of(hid)
+  local lease = p .. K_LEASE .. sid_of(hid)
   if redis.call('EXISTS', lease) == 1 then
     redis.call('HSET', lease, 'x:' .. hid, '1')
   end
@@ -151,9 +151,9 @@ end
 local function busy(q, entry, wait, queue, grace, pos)
   if queue ~= '1' then
     if grace > 0 then
-      return {-8, grace}
+      return {R_GRACE, grace}
     end
-    return {0, wait, -1}
+    return {R_BUSY, wait, -1}
   end
   if pos == nil then
     pos = redis.call('LPOS', q, entry)
@@ -161,7 +161,7 @@ local function busy(q, entry, wait, queue, grace, pos)
   if not pos then
     pos = redis.call('RPUSH', q, entry) - 1
   end
-  return {0, wait, pos}
+  return {R_BUSY, wait, pos}
 end
 
 -- first_live drops dead sessions' entries from the head of waiter queue q and
@@ -234,7 +234,7 @@ local function single_grant(p, k, hid, last)
   if last == nil then
     last = redis.call('HGET', k, 'tok')
   end
-  local l = redis.call('HMGET', p .. 's:' .. sid_of(hid), 'ld', 'ttl')
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ld', 'ttl')
   local tok = math.max(tonumber(last or '0') + 1, now_us())
   redis.call('HSET', k, 'hid', hid, 'tok', string.format('%.0f', tok), 'ld', l[1] or '0', 'i', idle_ms(l[2]))
   redis.call('PERSIST', k)

@@ -18,7 +18,7 @@ if stop then
 end
 local st = single_state(k)
 if st.hid == hid then
-  return {1, tonumber(st.tok)}
+  return {R_GRANTED, tonumber(st.tok)}
 end
 local had = st.hid
 local free, wait = single_free(p, k, st)
@@ -36,7 +36,7 @@ if free then
     if nxt then
       redis.call('LPOP', q)
     end
-    return {1, el_grant(p, k, c, hid, ARGV[6], ARGV[4], ARGV[7])}
+    return {R_GRANTED, el_grant(p, k, c, hid, ARGV[6], ARGV[4], ARGV[7])}
   end
   el_handoff(p, k, q, c, ARGV[4], ARGV[5], ARGV[7])
   wait = lease_pttl(p, nxt)

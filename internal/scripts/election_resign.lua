@@ -13,11 +13,11 @@ end
 if redis.call('HGET', k, 'hid') == hid then
   redis.call('HDEL', k, 'hid', 'ld')
   el_handoff(p, k, q, c, ARGV[3], ARGV[4], ARGV[5])
-  return 1
+  return REL_FREED
 end
 redis.call('HDEL', c, hid)
 if redis.call('LREM', q, 0, hid) > 0 then
   single_idle(k, q)
-  return 2
+  return REL_DEQUEUED
 end
-return 0
+return REL_NOT_FOUND

@@ -18,13 +18,13 @@
 if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then
   local grace = grace_left(ARGV[2])
   if grace < 0 then
-    return {-5}
+    return {R_EPOCH_MISSING}
   elseif grace > 0 then
-    return {2}
+    return {HB_RECLAIMABLE}
   end
-  return {0}
+  return {HB_GONE}
 end
-local out = {1}
+local out = {HB_RENEWED}
 local r = redis.call('HGET', KEYS[1], 'r')
 if r then
   local acked = {}

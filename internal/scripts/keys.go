@@ -2,6 +2,23 @@ package scripts
 
 import "strings"
 
+// The infixes of key names after the prefix "{ns}:", named once: the
+// functions below use them, and the scripts get them as the Lua locals
+// K_LEASE, K_CHANNEL, ... (see protocolLua).
+const (
+	keyLease            = "s:"
+	keyChannel          = "n:"
+	keyEpoch            = "epoch"
+	keyMutex            = "m:"
+	keySemaphore        = "sem:"
+	keySemaphoreHolders = "semh:"
+	keyPool             = "pool:"
+	keyPoolIndex        = "i:" // after a pool's base: the index {ns}:pool:<name>:i:<sid> of a session's members
+	keyElection         = "el:"
+	keyRWMutex          = "rw:"
+	keyRWMutexReaders   = "rwr:"
+)
+
 // Keys builds every Redis key and channel name of one namespace. All of them
 // start with the hash tag "{ns}", so they live in one Redis Cluster slot and
 // every script is single-slot.
@@ -20,14 +37,14 @@ func (k Keys) Namespace() string {
 }
 
 // Lease is the session lease hash {ns}:s:<sid>; its TTL is the session's.
-func (k Keys) Lease(sid string) string { return k.Prefix + "s:" + sid }
+func (k Keys) Lease(sid string) string { return k.Prefix + keyLease + sid }
 
 // Channel is the pub/sub channel {ns}:n:<sid> on which a session hears that a
 // waiter was granted, or that a hold was taken away.
-func (k Keys) Channel(sid string) string { return k.Prefix + "n:" + sid }
+func (k Keys) Channel(sid string) string { return k.Prefix + keyChannel + sid }
 
 // Mutex is the mutex hash {ns}:m:<name>: holder hold id, last token, lock delay.
-func (k Keys) Mutex(name string) string { return k.Prefix + "m:" + name }
+func (k Keys) Mutex(name string) string { return k.Prefix + keyMutex + name }
 
 // Queue is the FIFO waiter list {ns}:q:<kind>:<name>.
 func (k Keys) Queue(kind Kind, name string) string {
@@ -39,19 +56,19 @@ func (k Keys) Queue(kind Kind, name string) string {
 // Script.keysFor).
 
 // Epoch is the marker {ns}:epoch whose presence says the namespace's data is intact.
-func (k Keys) Epoch() string { return k.Prefix + "epoch" }
+func (k Keys) Epoch() string { return k.Prefix + keyEpoch }
 
 // Semaphore is the semaphore hash {ns}:sem:<name>: limit, permits used, last token.
-func (k Keys) Semaphore(name string) string { return k.Prefix + "sem:" + name }
+func (k Keys) Semaphore(name string) string { return k.Prefix + keySemaphore + name }
 
 // SemaphoreHolders is the hash {ns}:semh:<name>: hold id -> "<n>:<token>".
-func (k Keys) SemaphoreHolders(name string) string { return k.Prefix + "semh:" + name }
+func (k Keys) SemaphoreHolders(name string) string { return k.Prefix + keySemaphoreHolders + name }
 
 // PoolBase is the prefix {ns}:pool:<name>: of a pool's keys (see pool_lib.lua).
-func (k Keys) PoolBase(name string) string { return k.Prefix + "pool:" + name + ":" }
+func (k Keys) PoolBase(name string) string { return k.Prefix + keyPool + name + ":" }
 
 // Election is the election hash {ns}:el:<name>: leader hold id, term, value.
-func (k Keys) Election(name string) string { return k.Prefix + "el:" + name }
+func (k Keys) Election(name string) string { return k.Prefix + keyElection + name }
 
 // ElectionCandidates is the hash {ns}:elc:<name> of queued candidates' values.
 func (k Keys) ElectionCandidates(name string) string { return k.Prefix + "elc:" + name }
@@ -62,7 +79,7 @@ func (k Keys) ElectionChannel(name string) string { return k.Prefix + "elw:" + n
 
 // RWMutex is the read-write mutex hash {ns}:rw:<name>: writer hold id, last
 // token, lock delays (see rwmutex_lib.lua).
-func (k Keys) RWMutex(name string) string { return k.Prefix + "rw:" + name }
+func (k Keys) RWMutex(name string) string { return k.Prefix + keyRWMutex + name }
 
 // RWMutexReaders is the hash {ns}:rwr:<name>: reader hold id -> "<lock delay>:<token>".
-func (k Keys) RWMutexReaders(name string) string { return k.Prefix + "rwr:" + name }
+func (k Keys) RWMutexReaders(name string) string { return k.Prefix + keyRWMutexReaders + name }

@@ -29,7 +29,7 @@ if lease[1] == '0' and not lease[2] then
     local tok, n = new_token(st[3])
     redis.call('HSET', m, 'hid', hid, 'tok', tok, 'ld', string.sub(ARGV[2], 3), 'i', 2 * lease[3])
     redis.call('PERSIST', m) -- it expires while idle (see common.lua)
-    return {1, n}
+    return {R_GRANTED, n}
   end
   if holder and holder ~= hid then
     -- Held by a live session: busy, the same reply as busy() in common.lua.
@@ -37,17 +37,17 @@ if lease[1] == '0' and not lease[2] then
     -- helpers in fastpath.lua they cost each lock+release 3k more Redis
     -- instructions, measured with callgrind.)
     local p = string.match(m, '^{[^}]*}:')
-    local wait = redis.call('PTTL', p .. 's:' .. string.match(holder, '^([^.]+)%.'))
+    local wait = redis.call('PTTL', p .. K_LEASE .. string.match(holder, '^([^.]+)%.'))
     if wait > 0 then
       if string.sub(ARGV[2], 1, 1) ~= '1' then
-        return {0, wait, -1}
+        return {R_BUSY, wait, -1}
       end
       local pos = redis.call('LPOS', q, hid)
       if not pos then
         pos = redis.call('RPUSH', q, hid) - 1
         redis.call('HSET', m, 'w', '1') -- see mutex_queued
       end
-      return {0, wait, pos}
+      return {R_BUSY, wait, pos}
     end
   end
 end
@@ -63,7 +63,7 @@ end
 local function mutex_queued(p, m, hid)
   redis.call('HSET', m, 'w', '1')
   if redis.call('HEXISTS', m, 'i') == 0 then
-    redis.call('HSET', m, 'i', idle_ms(redis.call('HGET', p .. 's:' .. sid_of(hid), 'ttl')))
+    redis.call('HSET', m, 'i', idle_ms(redis.call('HGET', p .. K_LEASE .. sid_of(hid), 'ttl')))
   end
 end
 
@@ -82,7 +82,7 @@ if stop then
 end
 local st = single_state(m)
 if st.hid == hid then
-  return {1, tonumber(st.tok)}
+  return {R_GRANTED, tonumber(st.tok)}
 end
 local free, wait = single_free(p, m, st)
 if free and grace > 0 then
@@ -96,7 +96,7 @@ if free then
     end
     local tok = single_grant(p, m, hid, st.tok)
     mutex_unqueued(m, q)
-    return {1, tok}
+    return {R_GRANTED, tok}
   end
   single_handoff(p, m, q, sharded, name)
   wait = lease_pttl(p, nxt)

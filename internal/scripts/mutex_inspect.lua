@@ -9,7 +9,7 @@ local tok = tonumber(redis.call('HGET', m, 'tok') or '0')
 local pttl, owner = -2, ''
 if cur and alive(p, cur) then
   pttl = lease_pttl(p, cur)
-  owner = redis.call('HGET', p .. 's:' .. sid_of(cur), 'owner') or ''
+  owner = redis.call('HGET', p .. K_LEASE .. sid_of(cur), 'owner') or ''
 else
   cur = ''
 end

@@ -22,7 +22,7 @@ if held and held[1] == hid then
     if held[2] then
       redis.call('PEXPIRE', m, held[2]) -- idle: kept 'i' ms (see common.lua)
     end
-    return 1
+    return REL_FREED
   end
   redis.call('HDEL', m, 'hid')
   released = true
@@ -33,14 +33,14 @@ if held and held[1] == hid then
     local p = string.match(m, '^{[^}]*}:')
     local nxt = redis.call('LINDEX', q, 0)
     local sid = string.match(nxt, '^([^.]+)%.')
-    local l = redis.call('HMGET', p .. 's:' .. sid, 'ld', 'ttl')
+    local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
     if l[1] then
       redis.call('LPOP', q)
       local tok = new_token(redis.call('HGET', m, 'tok'))
       redis.call('HSET', m, 'hid', nxt, 'tok', tok, 'ld', l[1], 'i', 2 * l[2])
       local msg = 'g|' .. nxt .. '|' .. tok .. '|' .. string.sub(m, #p + 3)
-      redis.call(string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. 'n:' .. sid, msg)
-      return 1
+      redis.call(string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
+      return REL_FREED
     end
   end
 end
@@ -51,7 +51,7 @@ local sharded, name = string.sub(ARGV[2], 1, 1), string.sub(m, #p + 3)
 if released then
   single_handoff(p, m, q, sharded, name)
   single_idle(m, q)
-  return 1
+  return REL_FREED
 end
 if withdrawing then
   withdraw(p, hid)
@@ -60,10 +60,10 @@ if redis.call('HGET', m, 'hid') == hid then
   redis.call('HDEL', m, 'hid')
   single_handoff(p, m, q, sharded, name)
   single_idle(m, q)
-  return 1
+  return REL_FREED
 end
 if redis.call('LREM', q, 0, hid) > 0 then
   single_idle(m, q)
-  return 2
+  return REL_DEQUEUED
 end
-return 0
+return REL_NOT_FOUND

@@ -18,17 +18,17 @@ if stop then
 end
 local k = pool_held_by(b, hid)
 if k then
-  return {1, tonumber(redis.call('HGET', b .. 't', k)), k}
+  return {R_GRANTED, tonumber(redis.call('HGET', b .. 't', k)), k}
 end
 if want ~= '' and not pool_is_member(b, want) then
   -- A waiter whose member was removed leaves the queue as it fails.
   redis.call('LREM', q, 0, hid .. '@' .. want)
-  return {-3}
+  return {R_NOT_MEMBER}
 end
 pool_serve(p, b, q, ARGV[4], ARGV[5])
 k = pool_held_by(b, hid)
 if k then
-  return {1, tonumber(redis.call('HGET', b .. 't', k)), k}
+  return {R_GRANTED, tonumber(redis.call('HGET', b .. 't', k)), k}
 end
 local entry = hid
 if want ~= '' then
@@ -51,7 +51,7 @@ if not pos and grace == 0 then
     end
   end
   if k then
-    return {1, pool_grant(b, k, hid), k}
+    return {R_GRANTED, pool_grant(b, k, hid), k}
   end
 end
 local wait

@@ -47,7 +47,7 @@ local function pool_grant(b, key, hid)
   redis.call('ZREM', b .. 'f', key)
   redis.call('HSET', b .. 'h', key, hid)
   redis.call('HINCRBY', b .. 's', sid, 1)
-  redis.call('HSET', b .. 'i:' .. sid, hid, key)
+  redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, key)
   local last = tonumber(redis.call('HGET', b .. 't', key) or '0')
   local tok = math.max(last + 1, now_us())
   redis.call('HSET', b .. 't', key, string.format('%.0f', tok))
@@ -58,7 +58,7 @@ end
 local function pool_unhold(b, key, hid)
   local sid = sid_of(hid)
   redis.call('HDEL', b .. 'h', key)
-  redis.call('HDEL', b .. 'i:' .. sid, hid)
+  redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid)
   if redis.call('HINCRBY', b .. 's', sid, -1) <= 0 then
     redis.call('HDEL', b .. 's', sid)
   end
@@ -66,7 +66,7 @@ end
 
 -- pool_held_by returns the member hid holds, or nil.
 local function pool_held_by(b, hid)
-  local k = redis.call('HGET', b .. 'i:' .. sid_of(hid), hid)
+  local k = redis.call('HGET', b .. K_POOL_INDEX .. sid_of(hid), hid)
   if k and redis.call('HGET', b .. 'h', k) == hid then
     return k
   end
@@ -77,8 +77,8 @@ end
 local function pool_reap(p, b)
   local n = 0
   for _, sid in ipairs(redis.call('HKEYS', b .. 's')) do
-    if redis.call('EXISTS', p .. 's:' .. sid) == 0 then
-      local idx = b .. 'i:' .. sid
+    if redis.call('EXISTS', p .. K_LEASE .. sid) == 0 then
+      local idx = b .. K_POOL_INDEX .. sid
       local held = redis.call('HGETALL', idx)
       for i = 1, #held, 2 do
         local k = held[i + 1]
@@ -99,7 +99,7 @@ end
 local function pool_wait(p, b)
   local wait = -1
   for _, sid in ipairs(redis.call('HKEYS', b .. 's')) do
-    local t = redis.call('PTTL', p .. 's:' .. sid)
+    local t = redis.call('PTTL', p .. K_LEASE .. sid)
     if t > 0 and (wait < 0 or t < wait) then
       wait = t
     end

@@ -26,7 +26,7 @@ local added, removed = 0, 0
 if op == 'remove' then
   for i = 6, #ARGV do
     if not pool_is_member(b, ARGV[i]) then
-      return {-3, ARGV[i]}
+      return {R_NOT_MEMBER, ARGV[i]}
     end
   end
   for i = 6, #ARGV do

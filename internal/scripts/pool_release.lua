@@ -14,13 +14,13 @@ if k then
   pool_unhold(b, k, hid)
   pool_mark_free(b, k)
   pool_serve(p, b, q, ARGV[4], ARGV[5])
-  return 1
+  return REL_FREED
 end
 local entry = hid
 if ARGV[7] ~= '' then
   entry = hid .. '@' .. ARGV[7]
 end
 if redis.call('LREM', q, 0, entry) > 0 then
-  return 2
+  return REL_DEQUEUED
 end
-return 0
+return REL_NOT_FOUND

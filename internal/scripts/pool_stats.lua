@@ -17,7 +17,7 @@ for i = 1, #all, 2 do
     held[#held + 1] = all[i]
     held[#held + 1] = all[i + 1]
     held[#held + 1] = tonumber(redis.call('HGET', b .. 't', all[i]) or '0')
-    held[#held + 1] = redis.call('HGET', p .. 's:' .. sid_of(all[i + 1]), 'owner') or ''
+    held[#held + 1] = redis.call('HGET', p .. K_LEASE .. sid_of(all[i + 1]), 'owner') or ''
   else
     out[#out + 1] = all[i]
   end

@@ -21,8 +21,9 @@ func SessionOf(hid string) string {
 	return sid
 }
 
-// Reply codes: the first element of a script's array reply (the scripts
-// return them as bare numbers; see common.lua).
+// Reply codes: the first element of a script's array reply, or the whole
+// reply of a release. The scripts name them by the Lua locals of
+// protocolLua, generated from these constants.
 const (
 	replyGranted        = 1  // acquire: {1, token[, resource]}
 	replyBusy           = 0  // acquire: {0, wait ms, queue position or -1}
@@ -42,5 +43,79 @@ const (
 	replyReclaimable = 2
 )
 
-// Reclaim's reply when every hold came back: {0} (else {1, lost hold ids...}).
-const replyReclaimed = 0
+// Reclaim's reply when the lease still exists, so nothing was to reclaim:
+// {0} (else {1, lost hold ids...} after a reclaim, {-5} or {-6}).
+const (
+	replyReclaimed   = 0
+	replyReclaimLost = 1
+)
+
+// Session open: 1 when the lease was created, 0 when the id is taken, -5
+// when the epoch marker is missing.
+const (
+	replyOpened  = 1
+	replyIDTaken = 0
+)
+
+// protocolLua declares the reply codes above, the release outcomes and the
+// key infixes of keys.go as Lua locals. Every script starts with it (see join), so that Go and Lua
+// name each code once: the scripts return {R_GRANTED, token}, not {1,
+// token}, and build a lease key as p .. K_LEASE .. sid. TestLuaNamesDeclared checks that every such name a script uses
+// is declared here, since Lua reads an undeclared one as nil.
+var protocolLua = luaLocals([]luaConst{
+	{"R_GRANTED", replyGranted},
+	{"R_BUSY", replyBusy},
+	{"R_LEASE_GONE", replyLeaseGone},
+	{"R_LIMIT_MISMATCH", replyLimitMismatch},
+	{"R_NOT_MEMBER", replyNotMember},
+	{"R_EPOCH_MISSING", replyEpochMissing},
+	{"R_NOT_RECLAIMABLE", replyNotReclaimable},
+	{"R_WITHDRAWN", replyWithdrawn},
+	{"R_GRACE", replyGrace},
+	{"HB_RENEWED", replyRenewed},
+	{"HB_GONE", replyGone},
+	{"HB_RECLAIMABLE", replyReclaimable},
+	{"RECLAIM_NONE", replyReclaimed},
+	{"RECLAIM_LOST", replyReclaimLost},
+	{"OPEN_CREATED", replyOpened},
+	{"OPEN_TAKEN", replyIDTaken},
+	{"REL_NOT_FOUND", int(NotFound)},
+	{"REL_FREED", int(Freed)},
+	{"REL_DEQUEUED", int(Dequeued)},
+}) + luaLocals([]luaConst{
+	{"K_LEASE", keyLease},
+	{"K_CHANNEL", keyChannel},
+	{"K_EPOCH", keyEpoch},
+	{"K_MUTEX", keyMutex},
+	{"K_SEMAPHORE", keySemaphore},
+	{"K_SEMAPHORE_HOLDERS", keySemaphoreHolders},
+	{"K_POOL", keyPool},
+	{"K_POOL_INDEX", keyPoolIndex},
+	{"K_ELECTION", keyElection},
+	{"K_RWMUTEX", keyRWMutex},
+	{"K_RWMUTEX_READERS", keyRWMutexReaders},
+})
+
+// luaConst is a Lua local of protocolLua: an int or a string.
+type luaConst struct {
+	name string
+	v    any
+}
+
+// luaLocals returns one Lua statement declaring cs as locals.
+func luaLocals(cs []luaConst) string {
+	names := make([]string, len(cs))
+	vals := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.name
+		switch v := c.v.(type) {
+		case int:
+			vals[i] = strconv.Itoa(v)
+		case string:
+			vals[i] = strconv.Quote(v) // the infixes are plain ASCII: Go's quoting is Lua's
+		default:
+			panic("scripts: Lua constant " + c.name + " of unsupported type")
+		}
+	}
+	return "local " + strings.Join(names, ", ") + " = " + strings.Join(vals, ", ") + "\n"
+}

@@ -16,13 +16,13 @@
 -- racing the crash); the second one then loses its hold.
 local p = ARGV[1]
 if redis.call('PEXPIRE', KEYS[1], ARGV[3]) == 1 then
-  return {0}
+  return {RECLAIM_NONE}
 end
 local grace = grace_left(p)
 if grace < 0 then
-  return {-5}
+  return {R_EPOCH_MISSING}
 elseif grace == 0 then
-  return {-6}
+  return {R_NOT_RECLAIMABLE}
 end
 -- 'g': a grace is pending (see check_caller).
 redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'ttl', ARGV[3], 'ld', ARGV[4], 'g', '1')
@@ -53,20 +53,20 @@ local function single(k, hid, tok)
   return true
 end
 
-local lost = {1}
+local lost = {RECLAIM_LOST}
 for i = 5, #ARGV, 6 do
   local kind, name, hid, tok, n, extra = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5]
   local ok = false
   if kind == 'm' then
-    ok = single(p .. 'm:' .. name, hid, tok)
+    ok = single(p .. K_MUTEX .. name, hid, tok)
   elseif kind == 'el' then
-    local k = p .. 'el:' .. name
+    local k = p .. K_ELECTION .. name
     ok = single(k, hid, tok)
     if ok then
       redis.call('HSET', k, 'val', extra)
     end
   elseif kind == 'sem' then
-    local meta, holders = p .. 'sem:' .. name, p .. 'semh:' .. name
+    local meta, holders = p .. K_SEMAPHORE .. name, p .. K_SEMAPHORE_HOLDERS .. name
     if redis.call('HEXISTS', holders, hid) == 1 then
       ok = true
     else
@@ -84,9 +84,9 @@ for i = 5, #ARGV, 6 do
       end
     end
   elseif kind == 'rw' then
-    ok = rw_reclaim(p, p .. 'rw:' .. name, p .. 'rwr:' .. name, hid, tok, extra == 'r', ARGV[3], ARGV[4])
+    ok = rw_reclaim(p, p .. K_RWMUTEX .. name, p .. K_RWMUTEX_READERS .. name, hid, tok, extra == 'r', ARGV[3], ARGV[4])
   elseif kind == 'pool' then
-    local b = p .. 'pool:' .. name .. ':'
+    local b = p .. K_POOL .. name .. ':'
     local cur = redis.call('HGET', b .. 'h', extra)
     if cur == hid then
       ok = true
@@ -95,7 +95,7 @@ for i = 5, #ARGV, 6 do
       redis.call('ZREM', b .. 'f', extra)
       redis.call('HSET', b .. 'h', extra, hid)
       redis.call('HINCRBY', b .. 's', sid, 1)
-      redis.call('HSET', b .. 'i:' .. sid, hid, extra)
+      redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, extra)
       keep_max(b .. 't', extra, tok)
       ok = true
     end

@@ -46,17 +46,17 @@ if lease[1] == '0' and not lease[2] then
         redis.call('HSET', k, 'w', hid, 'wld', ld, 'tok', tok, 'i', 2 * lease[3])
       end
       redis.call('PERSIST', k) -- it expires while idle (see common.lua)
-      return {1, n}
+      return {R_GRANTED, n}
     end
   elseif writer and writer ~= hid then
     -- A writer holds: busy while its session is live, the same reply as
     -- busy() in common.lua. (Spelled out, like sid_of and prefix_of, as in
     -- mutex_acquire.lua.)
     local p = string.match(k, '^{[^}]*}:')
-    local wait = redis.call('PTTL', p .. 's:' .. string.match(writer, '^([^.]+)%.'))
+    local wait = redis.call('PTTL', p .. K_LEASE .. string.match(writer, '^([^.]+)%.'))
     if wait > 0 then
       if string.sub(ARGV[2], 1, 1) ~= '1' then
-        return {0, wait, -1}
+        return {R_BUSY, wait, -1}
       end
       local e = hid .. (shared and '|r' or '|w')
       local pos = redis.call('LPOS', q, e)
@@ -66,7 +66,7 @@ if lease[1] == '0' and not lease[2] then
           redis.call('HSET', k, 'q', '1') -- see rw_mark; k has 'i' (a grant set it)
         end
       end
-      return {0, wait, pos}
+      return {R_BUSY, wait, pos}
     end
   end
 end
@@ -82,10 +82,10 @@ end
 if shared then
   local v = redis.call('HGET', r, hid)
   if v then
-    return {1, tonumber(string.match(v, ':(%d+)$'))}
+    return {R_GRANTED, tonumber(string.match(v, ':(%d+)$'))}
   end
 elseif redis.call('HGET', k, 'w') == hid then
-  return {1, tonumber(redis.call('HGET', k, 'tok'))}
+  return {R_GRANTED, tonumber(redis.call('HGET', k, 'tok'))}
 end
 -- Every exit below keeps the waiter mark in step with the queue (rw_mark).
 local function done(reply)

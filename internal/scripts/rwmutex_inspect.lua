@@ -9,7 +9,7 @@ local k, r, q = KEYS[1], KEYS[2], KEYS[3]
 local p = prefix_of(k)
 local tok = tonumber(redis.call('HGET', k, 'tok') or '0')
 local function owner(hid)
-  return redis.call('HGET', p .. 's:' .. sid_of(hid), 'owner') or ''
+  return redis.call('HGET', p .. K_LEASE .. sid_of(hid), 'owner') or ''
 end
 local holders, waiters = {}, {}
 local w = redis.call('HGET', k, 'w')

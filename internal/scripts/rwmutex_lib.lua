@@ -84,7 +84,7 @@ end
 -- once idle (twice the TTL of hid's session), and no expiry while held.
 -- It returns hid's session's lock delay (ms, a string).
 local function rw_record_grant(p, k, hid)
-  local l = redis.call('HMGET', p .. 's:' .. sid_of(hid), 'ld', 'ttl')
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ld', 'ttl')
   redis.call('HSET', k, 'i', idle_ms(l[2]))
   redis.call('PERSIST', k)
   return l[1] or '0'

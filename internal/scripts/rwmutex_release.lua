@@ -42,21 +42,21 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
       -- Other readers hold: done when one of them is live and nobody
       -- waits, or a live writer waits first (it waits for the readers).
       -- Dead readers are the full path's (their lock delay starts there).
-      if redis.call('EXISTS', p .. 's:' .. string.match(readers[1], '^([^.]+)%.')) == 1 then
+      if redis.call('EXISTS', p .. K_LEASE .. string.match(readers[1], '^([^.]+)%.')) == 1 then
         if not waiting then
-          return 1
+          return REL_FREED
         end
         local e = redis.call('LINDEX', q, 0)
         local w = string.match(e, '^([^.]+)%..*|w$')
-        if w and redis.call('EXISTS', p .. 's:' .. w) == 1 then
-          return 1
+        if w and redis.call('EXISTS', p .. K_LEASE .. w) == 1 then
+          return REL_FREED
         end
       end
     elseif not waiting then
       if st[3] then
         redis.call('PEXPIRE', k, st[3]) -- idle: kept 'i' ms (see common.lua)
       end
-      return 1
+      return REL_FREED
     elseif redis.call('HGET', KEYS[4], 'g') == '0' then
       -- Nobody holds and waiters queue: the releaser's lease says no
       -- restart grace is pending (see check_caller). Grant the head as
@@ -77,7 +77,7 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
         end
         local nxt, mode = string.match(e, '^(.+)|([rw])$')
         local sid = string.match(nxt, '^([^.]+)%.')
-        local l = redis.call('HMGET', p .. 's:' .. sid, 'ld', 'ttl')
+        local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
         if not l[1] then
           break
         end
@@ -98,7 +98,7 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
           redis.call('HSET', r, nxt, l[1] .. ':' .. tok)
           redis.call('HSET', k, 'tok', tok, 'i', 2 * l[2])
         end
-        redis.call(pub, p .. 'n:' .. sid, 'g|' .. nxt .. '|' .. tok .. '|' .. name)
+        redis.call(pub, p .. K_CHANNEL .. sid, 'g|' .. nxt .. '|' .. tok .. '|' .. name)
         granted = granted + 1
         if mode == 'w' then
           served = true
@@ -106,7 +106,7 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
         end
       end
       if served then
-        return 1
+        return REL_FREED
       end
     end
   end
@@ -120,24 +120,24 @@ if released then
   rw_serve(p, k, r, q, sharded, name, nil)
   rw_idle(p, k, r, q)
   rw_mark(k, q, nil)
-  return 1
+  return REL_FREED
 end
 if string.sub(ARGV[2], 2, 2) == '1' then
   withdraw(p, hid)
 end
-local out = 0
+local out = REL_NOT_FOUND
 if shared then
   if redis.call('HDEL', r, hid) == 1 then
-    out = 1
+    out = REL_FREED
   end
 elseif redis.call('HGET', k, 'w') == hid then
   redis.call('HDEL', k, 'w', 'wld')
-  out = 1
+  out = REL_FREED
 end
-if out == 0 and redis.call('LREM', q, 0, rw_entry(hid, shared)) > 0 then
-  out = 2
+if out == REL_NOT_FOUND and redis.call('LREM', q, 0, rw_entry(hid, shared)) > 0 then
+  out = REL_DEQUEUED
 end
-if out ~= 0 then
+if out ~= REL_NOT_FOUND then
   rw_serve(p, k, r, q, sharded, name, nil)
   rw_idle(p, k, r, q)
   rw_mark(k, q, nil)

@@ -69,9 +69,9 @@ const helpersMark = "\n--@helpers\n"
 func join(body string, libs []string) string {
 	helpers := common + "\n" + strings.Join(libs, "\n") + "\n"
 	if before, after, ok := strings.Cut(body, helpersMark); ok {
-		return fastpath + "\n" + before + "\n" + helpers + after
+		return protocolLua + fastpath + "\n" + before + "\n" + helpers + after
 	}
-	return helpers + body
+	return protocolLua + helpers + body
 }
 
 var (
@@ -407,7 +407,7 @@ func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay ti
 		v, err := sessionOpen.Exec(ctx, e.C, []string{e.K.Lease(sid)},
 			[]string{owner, ms(ttl), ms(lockDelay), e.K.Prefix}).AsInt64()
 		if err != nil || v != int64(epochMissing) {
-			return v == 1, err
+			return v == replyOpened, err
 		}
 		if attempt > 0 {
 			return false, fmt.Errorf("%w: epoch marker missing again", errReply)

@@ -32,7 +32,7 @@ if lease[1] == '0' and not lease[2] then
     redis.call('HSET', meta, 'tok', tok, 'i', 2 * lease[3])
     redis.call('HINCRBY', meta, 'used', ARGV[6])
     redis.call('PERSIST', meta) -- it expires while idle (see common.lua)
-    return {1, t}
+    return {R_GRANTED, t}
   end
 end
 
@@ -45,7 +45,7 @@ end
 -- is now: answering -2 would leave a grant that its caller never learns of.
 local tok = sem_held(holders, hid)
 if tok then
-  return {1, tok}
+  return {R_GRANTED, tok}
 end
 local n = tonumber(ARGV[6])
 local entry = hid .. '#' .. ARGV[6]
@@ -59,22 +59,22 @@ elseif stored ~= ARGV[7] and (not redis.call('HGET', meta, 'set') or n > tonumbe
   -- while it still fits the new limit; one that no longer does is withdrawn
   -- here, so that -2 never leaves the caller's entry behind in the queue.
   if not redis.call('LPOS', q, entry) then
-    return {-2, tonumber(stored)}
+    return {R_LIMIT_MISMATCH, tonumber(stored)}
   end
   if n > tonumber(stored) then
     redis.call('LREM', q, 0, entry)
     sem_serve(p, meta, holders, q, ARGV[4], ARGV[5])
-    return {-2, tonumber(stored)}
+    return {R_LIMIT_MISMATCH, tonumber(stored)}
   end
 end
 -- Serve the waiters ahead first: permits of dead holders may have come back.
 sem_serve(p, meta, holders, q, ARGV[4], ARGV[5])
 tok = sem_held(holders, hid)
 if tok then
-  return {1, tok}
+  return {R_GRANTED, tok}
 end
 if grace == 0 and not first_live(p, q) and sem_fits(p, meta, holders, n) then
-  return {1, sem_grant(p, meta, holders, hid, n)}
+  return {R_GRANTED, sem_grant(p, meta, holders, hid, n)}
 end
 local wait = grace
 if grace == 0 then

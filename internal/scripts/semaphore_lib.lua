@@ -50,7 +50,7 @@ local function sem_grant(p, meta, holders, hid, n)
   local tok = next_token(meta, 'tok')
   redis.call('HSET', holders, hid, n .. ':' .. string.format('%.0f', tok))
   redis.call('HINCRBY', meta, 'used', n)
-  redis.call('HSET', meta, 'i', idle_ms(redis.call('HGET', p .. 's:' .. sid_of(hid), 'ttl')))
+  redis.call('HSET', meta, 'i', idle_ms(redis.call('HGET', p .. K_LEASE .. sid_of(hid), 'ttl')))
   redis.call('PERSIST', meta)
   return tok
 end

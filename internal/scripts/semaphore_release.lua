@@ -25,7 +25,7 @@ if ARGV[6] ~= '1' then
           redis.call('PEXPIRE', meta, m[1])
         end
       end
-      return 1
+      return REL_FREED
     end
     released = true
   end
@@ -35,7 +35,7 @@ end
 if released then
   sem_serve(p, meta, holders, q, ARGV[3], ARGV[4])
   sem_idle(meta, holders, q)
-  return 1
+  return REL_FREED
 end
 if ARGV[6] == '1' then
   withdraw(p, hid)
@@ -46,11 +46,11 @@ if v then
   redis.call('HINCRBY', meta, 'used', -tonumber(string.match(v, '^(%d+)')))
   sem_serve(p, meta, holders, q, ARGV[3], ARGV[4])
   sem_idle(meta, holders, q)
-  return 1
+  return REL_FREED
 end
 if redis.call('LREM', q, 0, hid .. '#' .. ARGV[5]) > 0 then
   sem_serve(p, meta, holders, q, ARGV[3], ARGV[4])
   sem_idle(meta, holders, q)
-  return 2
+  return REL_DEQUEUED
 end
-return 0
+return REL_NOT_FOUND

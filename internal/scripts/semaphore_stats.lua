@@ -14,7 +14,7 @@ for i = 1, #all, 2 do
     out[#out + 1] = hid
     out[#out + 1] = tonumber(n)
     out[#out + 1] = tonumber(tok)
-    out[#out + 1] = redis.call('HGET', p .. 's:' .. sid_of(hid), 'owner') or ''
+    out[#out + 1] = redis.call('HGET', p .. K_LEASE .. sid_of(hid), 'owner') or ''
     out[#out + 1] = lease_pttl(p, hid)
   end
 end

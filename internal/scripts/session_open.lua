@@ -6,12 +6,12 @@
 -- tries again).
 -- Field 'g' is "0" when no restart grace was pending (see check_caller).
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
+  return OPEN_TAKEN
 end
 local grace = grace_left(ARGV[4])
 if grace < 0 then
-  return -5
+  return R_EPOCH_MISSING
 end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'ttl', ARGV[2], 'ld', ARGV[3], 'g', grace == 0 and '0' or '1')
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
+return OPEN_CREATED
