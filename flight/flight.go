@@ -64,8 +64,12 @@ type Options struct {
 type Func func(ctx context.Context) ([]byte, error)
 
 // Group is a named set of keys whose values are computed once at a time
-// across every process sharing a session namespace. It starts no goroutines
-// and is safe for concurrent use. Calls of one Group value for one key in
+// across every process sharing a session namespace. It is safe for
+// concurrent use and keeps no goroutine of its own; each call of Do runs in
+// a goroutine that x/sync/singleflight's DoChan starts, so that callers can
+// leave at their ctx's end: it finishes the call (releasing the key's mutex
+// within one TTL) after they left, and a panic in fn there is not
+// recoverable by the caller and ends the process. Calls of one Group value for one key in
 // one process share one call; two Group values of one name are two
 // separate callers (within the process too), still computing one at a time.
 type Group struct {
@@ -172,7 +176,7 @@ func (g *Group) Forget(ctx context.Context, key string) error {
 		return err
 	}
 	g.sf.Forget(key)
-	if _, err := hook.Env(g.s).FlightForget(ctx, name, g.keep(g.o.TTL)); err != nil {
+	if _, err := hook.Env(g.s).FlightForget(ctx, name, g.keep(2*g.o.TTL)); err != nil {
 		return fmt.Errorf("flight: forget %q: %w", name, err)
 	}
 	return nil

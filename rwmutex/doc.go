@@ -19,8 +19,12 @@
 // Every grant, read or write, carries a fencing token strictly greater than
 // that of every earlier grant of the name, also across Redis restarts and
 // across the expiry of an idle mutex's keys. Readers' tokens therefore
-// differ from each other; a store fenced by tokens sees a reader's writes as
-// it would see a writer's.
+// differ from each other, and that orders readers against writers only:
+// two readers holding at once fence each other too, so a reader that uses a
+// token-fenced store (package fence) with GetFenced or Set makes an earlier
+// reader's later calls fail with fence.ErrStale although it still holds.
+// Readers should read with fence's plain Get and leave fenced writes to
+// writers.
 //
 // # Guarantees and limits
 //

@@ -99,7 +99,7 @@ if redis.call('LPOS', q, entry) then
   if tok then
     return done({1, tok})
   end
-  return done(busy(q, entry, rw_wait(p, k, r), queue, grace))
+  return done(busy(q, entry, grace > 0 and grace or rw_wait(p, k, r), queue, grace))
 end
 rw_serve(p, k, r, q, sharded, name, nil)
 local wait = 0
@@ -108,10 +108,12 @@ if grace > 0 then
 else
   local w = rw_writer(p, k)
   local rd = not w and not shared and rw_reader(p, k, r)
+  -- A live holder's lease reads PTTL 0 in its last millisecond: wait at
+  -- least 1 ms, as 0 means free here.
   if w then
-    wait = lease_pttl(p, w)
+    wait = math.max(lease_pttl(p, w), 1)
   elseif rd then
-    wait = lease_pttl(p, rd)
+    wait = math.max(lease_pttl(p, rd), 1)
   else
     local all, wd = rw_delay(k) -- after rw_reader: a dead reader's delay starts there
     if shared and all > 0 then
