@@ -845,7 +845,7 @@ func TestTimingWaiterHandOff(t *testing.T) {
 		if c.h.Token() <= h1.Token() {
 			t.Errorf("hand-off token %d not above %d", c.h.Token(), h1.Token())
 		}
-		if got := r.m.HGet(s2.env.K.Mutex("x"), "hid"); !strings.HasPrefix(got, s2.ID()+".") {
+		if got := mutexHolder(r, s2.env.K.Mutex("x")); !strings.HasPrefix(got, s2.ID()+".") {
 			t.Errorf("mutex holder on the server = %q, want a hold of the waiter %s", got, s2.ID())
 		}
 		if !errors.Is(context.Cause(h1.Context()), ErrReleased) {
@@ -898,7 +898,7 @@ func TestTimingWaiterStopsOnLeaseLoss(t *testing.T) {
 		if err := h1.Release(context.Background()); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
-		if got := r.m.HGet(s1.env.K.Mutex("x"), "hid"); got != "" {
+		if got := mutexHolder(r, s1.env.K.Mutex("x")); got != "" {
 			t.Errorf("mutex handed to %q after release, want free (the only waiter is dead)", got)
 		}
 		s3 := r.open(Options{TTL: ttl})
@@ -921,7 +921,7 @@ func TestTimingClose(t *testing.T) {
 		if !r.m.Exists(lease) {
 			t.Fatal("lease key missing before Close")
 		}
-		if got := r.m.HGet(mkey, "hid"); got == "" {
+		if got := mutexHolder(r, mkey); got == "" {
 			t.Fatal("mutex x not held before Close")
 		}
 
@@ -952,7 +952,7 @@ func TestTimingClose(t *testing.T) {
 		if r.m.Exists(lease) {
 			t.Errorf("lease key %s still exists after Close", lease)
 		}
-		if got := r.m.HGet(mkey, "hid"); got != "" {
+		if got := mutexHolder(r, mkey); got != "" {
 			t.Errorf("mutex x still held by %q after Close", got)
 		}
 		if err := s.Close(); err != nil {
@@ -1190,8 +1190,16 @@ func TestTimingShutdownRunsLatePosts(t *testing.T) {
 		s.post(func(l *loop) { l.release(pendingRelease{r: res, hid: hid}) })
 		close(block)
 		<-s.exited
-		if got := r.m.HGet(s.env.K.Mutex("x"), "hid"); got == hid {
+		if got := mutexHolder(r, s.env.K.Mutex("x")); got == hid {
 			t.Fatalf("mutex still recorded for %s after the session's shutdown: the late release was dropped", hid)
 		}
 	})
+}
+
+// mutexHolder returns the hold id holding mutex key on r's miniredis (the
+// first field of the mutex string, see internal/scripts/mutex_lib.lua), or "".
+func mutexHolder(r *rig, key string) string {
+	v, _ := r.m.Get(key)
+	hid, _, _ := strings.Cut(v, "|")
+	return hid
 }

@@ -8,9 +8,10 @@
 -- Returns 1 when an outcome was dropped, 0 when there was none.
 local had = redis.call('HEXISTS', KEYS[1], 'v') + redis.call('HEXISTS', KEYS[1], 'e')
 redis.call('DEL', KEYS[1])
-local m = redis.call('HMGET', KEYS[2], 'hid', 'tok')
-if m[1] and m[2] then
-  redis.call('HSET', KEYS[1], 'f', m[2])
+-- The mutex string "<hid>|<tok>|..." (see mutex_lib.lua).
+local holder, tok = string.match(redis.call('GET', KEYS[2]) or '', '^([^|]*)|([^|]*)|')
+if holder and holder ~= '' and tok ~= '' then
+  redis.call('HSET', KEYS[1], 'f', tok)
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
 end
 if had > 0 then

@@ -13,7 +13,8 @@
 -- higher token is stored already; -2 when the entry was forgotten (Forget)
 -- after this hold was granted. Nothing is written unless it returns 1.
 local e, hid = KEYS[1], ARGV[1]
-if redis.call('HGET', KEYS[2], 'hid') ~= hid or redis.call('EXISTS', KEYS[3]) == 0 then
+-- The mutex string "<hid>|..." (see mutex_lib.lua).
+if string.match(redis.call('GET', KEYS[2]) or '', '^([^|]*)|') ~= hid or redis.call('EXISTS', KEYS[3]) == 0 then
   return 0
 end
 local tok = tonumber(ARGV[2])

@@ -10,6 +10,7 @@ const (
 	keyChannel          = "n:"
 	keyEpoch            = "epoch"
 	keyMutex            = "m:"
+	keyQueue            = "q:" // then the kind's short name, ":" and the name
 	keySemaphore        = "sem:"
 	keySemaphoreHolders = "semh:"
 	keyPool             = "pool:"
@@ -43,12 +44,13 @@ func (k Keys) Lease(sid string) string { return k.Prefix + keyLease + sid }
 // waiter was granted, or that a hold was taken away.
 func (k Keys) Channel(sid string) string { return k.Prefix + keyChannel + sid }
 
-// Mutex is the mutex hash {ns}:m:<name>: holder hold id, last token, lock delay.
+// Mutex is the mutex string {ns}:m:<name>: holder hold id, last token, lock
+// delay, idle time, lock delay end and waiter mark (see mutex_lib.lua).
 func (k Keys) Mutex(name string) string { return k.Prefix + keyMutex + name }
 
 // Queue is the FIFO waiter list {ns}:q:<kind>:<name>.
 func (k Keys) Queue(kind Kind, name string) string {
-	return k.Prefix + "q:" + kind.short() + ":" + name
+	return k.Prefix + keyQueue + kind.short() + ":" + name
 }
 
 // The key {ns}:migrating never exists: on Redis Cluster every script

@@ -17,62 +17,45 @@ local hid, m, q = ARGV[1], KEYS[1], KEYS[2]
 
 -- Fast paths, before the helpers exist (see scripts.go), when the caller's
 -- lease exists with no grace pending (g = "0", see check_caller) and hid is
--- not withdrawn. Anything else takes the full path below, which reads
--- everything again.
+-- not withdrawn. The mutex string is parsed inline (see mutex_lib.lua);
+-- anything else takes the full path below, which reads everything again.
 local lease = redis.call('HMGET', KEYS[3], 'g', 'x:' .. hid, 'ttl')
 if lease[1] == '0' and not lease[2] then
-  local st = redis.call('HMGET', m, 'hid', 'free', 'tok', 'w')
-  local holder = st[1]
-  if not holder and not st[2] and st[3] and not st[4] then
-    -- Free, with a token, no lock delay running, nobody waiting (no 'w',
-    -- see mutex_queued): grant.
-    local tok, n = new_token(st[3])
-    redis.call('HSET', m, 'hid', hid, 'tok', tok, 'ld', string.sub(ARGV[2], 3), 'i', 2 * lease[3])
-    redis.call('PERSIST', m) -- it expires while idle (see common.lua)
-    return {R_GRANTED, n}
-  end
-  if holder and holder ~= hid then
-    -- Held by a live session: busy, the same reply as busy() in common.lua.
-    -- (Spelled out, like sid_of and prefix_of here and in the release: as
-    -- helpers in fastpath.lua they cost each lock+release 3k more Redis
-    -- instructions, measured with callgrind.)
-    local p = string.match(m, '^{[^}]*}:')
-    local wait = redis.call('PTTL', p .. K_LEASE .. string.match(holder, '^([^.]+)%.'))
-    if wait > 0 then
-      if string.sub(ARGV[2], 1, 1) ~= '1' then
-        return {R_BUSY, wait, -1}
+  local v = redis.pcall('GET', m) -- an error (a hash of an older layout) takes the full path
+  if type(v) == 'string' then
+    local holder, last, _, _, free, w = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+    if holder == '' and last ~= '' and free == '' and w == '' then
+      -- Free, with a token, no lock delay running, nobody waiting: grant.
+      -- SET also drops the expiry of an idle mutex.
+      local tok, n = new_token(last)
+      redis.call('SET', m, hid .. '|' .. tok .. '|' .. string.sub(ARGV[2], 3) .. '|' .. 2 * lease[3] .. '||')
+      return {R_GRANTED, n}
+    end
+    if holder ~= '' and holder ~= hid then
+      -- Held by a live session: busy, the same reply as busy() in common.lua.
+      -- (Spelled out, like sid_of and prefix_of here and in the release: as
+      -- helpers in fastpath.lua they cost each lock+release 3k more Redis
+      -- instructions, measured with callgrind.)
+      local p = string.match(m, '^{[^}]*}:')
+      local wait = redis.call('PTTL', p .. K_LEASE .. string.match(holder, '^([^.]+)%.'))
+      if wait > 0 then
+        if string.sub(ARGV[2], 1, 1) ~= '1' then
+          return {R_BUSY, wait, -1}
+        end
+        local pos = redis.call('LPOS', q, hid)
+        if not pos then
+          pos = redis.call('RPUSH', q, hid) - 1
+          if w == '' then
+            redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_lib.lua)
+          end
+        end
+        return {R_BUSY, wait, pos}
       end
-      local pos = redis.call('LPOS', q, hid)
-      if not pos then
-        pos = redis.call('RPUSH', q, hid) - 1
-        redis.call('HSET', m, 'w', '1') -- see mutex_queued
-      end
-      return {R_BUSY, wait, pos}
     end
   end
 end
 
 --@helpers
-
--- mutex_queued marks mutex m as having waiters ('w'), after hid queued: the
--- fast paths then need no LLEN of the queue, since 'w' is set whenever the
--- queue may hold an entry (every RPUSH onto a mutex queue is followed by
--- it). It may stay set over an empty queue: the next grant or release that
--- sees the queue empty clears it. A mutex hash created here (a waiter during
--- a restart grace) gets an idle time, so that it can expire.
-local function mutex_queued(p, m, hid)
-  redis.call('HSET', m, 'w', '1')
-  if redis.call('HEXISTS', m, 'i') == 0 then
-    redis.call('HSET', m, 'i', idle_ms(redis.call('HGET', p .. K_LEASE .. sid_of(hid), 'ttl')))
-  end
-end
-
--- mutex_unqueued clears the waiter mark of mutex m when queue q is empty.
-local function mutex_unqueued(m, q)
-  if redis.call('LLEN', q) == 0 then
-    redis.call('HDEL', m, 'w')
-  end
-end
 local p = prefix_of(m)
 local queue, sharded = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
 local name = string.sub(m, #p + 3)
@@ -80,11 +63,11 @@ local stop, grace = check_caller(p, hid, queue)
 if stop then
   return stop
 end
-local st = single_state(m)
+local st = m_load(m)
 if st.hid == hid then
   return {R_GRANTED, tonumber(st.tok)}
 end
-local free, wait = single_free(p, m, st)
+local free, wait = m_free(p, st)
 if free and grace > 0 then
   free, wait = false, grace
 end
@@ -94,17 +77,24 @@ if free then
     if nxt then
       redis.call('LPOP', q)
     end
-    local tok = single_grant(p, m, hid, st.tok)
-    mutex_unqueued(m, q)
+    local tok = m_grant(p, st, hid)
+    m_save(m, q, st)
     return {R_GRANTED, tok}
   end
-  single_handoff(p, m, q, sharded, name)
+  m_handoff(p, st, q, sharded, name)
   wait = lease_pttl(p, nxt)
-elseif queue ~= '1' and not st.hid then
-  single_idle(m, q) -- a lock delay or a grace: nobody holds it, maybe nobody waits
+  st.changed = true
 end
 local reply = busy(q, hid, wait, queue, grace)
 if queue == '1' then
-  mutex_queued(p, m, hid)
+  -- Queued: the waiter mark, and an idle time for a mutex created here (a
+  -- waiter during a restart grace), so that it can expire.
+  st.w, st.changed = true, true
+  if not st.i then
+    st.i = idle_ms(redis.call('HGET', p .. K_LEASE .. sid_of(hid), 'ttl'))
+  end
+end
+if st.changed then
+  m_save(m, q, st)
 end
 return reply

@@ -4,8 +4,17 @@
 -- Returns {holder hold id or "", token, holder lease pttl ms, holder owner,
 -- live waiters}. The token is the last one granted, also when free.
 local p, m, q = ARGV[1], KEYS[1], KEYS[2]
-local cur = redis.call('HGET', m, 'hid')
-local tok = tonumber(redis.call('HGET', m, 'tok') or '0')
+-- The mutex string (see mutex_lib.lua), or an older layout's hash.
+local cur, tok
+local v = redis.pcall('GET', m)
+if type(v) == 'table' and v.err then
+  local h = redis.call('HMGET', m, 'hid', 'tok')
+  cur, tok = h[1], h[2]
+elseif v then
+  cur, tok = string.match(v, '^([^|]*)|([^|]*)|')
+  cur = cur ~= '' and cur
+end
+tok = tonumber(tok ~= '' and tok or '0')
 local pttl, owner = -2, ''
 if cur and alive(p, cur) then
   pttl = lease_pttl(p, cur)

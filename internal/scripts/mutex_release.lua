@@ -11,36 +11,35 @@ local hid, m, q = ARGV[1], KEYS[1], KEYS[2]
 local withdrawing = string.sub(ARGV[2], 2, 2) == '1'
 
 -- Fast paths, before the helpers exist (see scripts.go): a plain release
--- with nobody waiting, or with a live first waiter to hand over to.
-local released = false
-local held = not withdrawing and redis.call('HMGET', m, 'hid', 'i', 'w')
-if held and held[1] == hid then
-  -- Nobody waits when 'w' is unset (see mutex_queued); a stale 'w' over an
-  -- empty queue is cleared here.
-  if not held[3] or redis.call('LLEN', q) == 0 then
-    redis.call('HDEL', m, 'hid', 'w') -- 'ld' only matters while 'hid' is set
-    if held[2] then
-      redis.call('PEXPIRE', m, held[2]) -- idle: kept 'i' ms (see common.lua)
-    end
-    return REL_FREED
-  end
-  redis.call('HDEL', m, 'hid')
-  released = true
-  -- The releaser's lease says no restart grace is pending (see
-  -- check_caller); the first waiter's lease exists (it always has 'ld').
-  -- Then hand over as single_handoff would.
-  if redis.call('HGET', KEYS[3], 'g') == '0' then
-    local p = string.match(m, '^{[^}]*}:')
-    local nxt = redis.call('LINDEX', q, 0)
-    local sid = string.match(nxt, '^([^.]+)%.')
-    local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
-    if l[1] then
-      redis.call('LPOP', q)
-      local tok = new_token(redis.call('HGET', m, 'tok'))
-      redis.call('HSET', m, 'hid', nxt, 'tok', tok, 'ld', l[1], 'i', 2 * l[2])
-      local msg = 'g|' .. nxt .. '|' .. tok .. '|' .. string.sub(m, #p + 3)
-      redis.call(string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
+-- with nobody waiting, or with a live first waiter to hand over to. The
+-- mutex string is parsed and built inline (see mutex_lib.lua).
+local v = not withdrawing and redis.pcall('GET', m) -- an error (an older layout's hash) takes the full path
+if type(v) == 'string' then
+  local holder, last, ld, i, free, w = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  if holder == hid and free == '' and i ~= '' then
+    if w == '' then
+      -- Nobody waits: idle now, kept 'i' ms (see common.lua).
+      redis.call('SET', m, '|' .. last .. '|' .. ld .. '|' .. i .. '||', 'PX', i)
       return REL_FREED
+    end
+    -- The releaser's lease says no restart grace is pending (see
+    -- check_caller); the first waiter's lease exists (it always has 'ld').
+    -- Then hand over as m_handoff would.
+    if redis.call('HGET', KEYS[3], 'g') == '0' then
+      local nxt = redis.call('LINDEX', q, 0)
+      if nxt then
+        local p = string.match(m, '^{[^}]*}:')
+        local sid = string.match(nxt, '^([^.]+)%.')
+        local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
+        if l[1] then
+          redis.call('LPOP', q)
+          local tok = new_token(last)
+          redis.call('SET', m, nxt .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1')
+          local msg = 'g|' .. nxt .. '|' .. tok .. '|' .. string.sub(m, #p + 3)
+          redis.call(string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
+          return REL_FREED
+        end
+      end
     end
   end
 end
@@ -48,22 +47,23 @@ end
 --@helpers
 local p = prefix_of(m)
 local sharded, name = string.sub(ARGV[2], 1, 1), string.sub(m, #p + 3)
-if released then
-  single_handoff(p, m, q, sharded, name)
-  single_idle(m, q)
-  return REL_FREED
-end
 if withdrawing then
   withdraw(p, hid)
 end
-if redis.call('HGET', m, 'hid') == hid then
-  redis.call('HDEL', m, 'hid')
-  single_handoff(p, m, q, sharded, name)
-  single_idle(m, q)
+local st = m_load(m)
+if st.hid == hid then
+  st.hid = false
+  m_handoff(p, st, q, sharded, name)
+  m_save(m, q, st)
   return REL_FREED
 end
 if redis.call('LREM', q, 0, hid) > 0 then
-  single_idle(m, q)
+  if st.exists then
+    m_save(m, q, st) -- the waiter mark, and maybe the idle expiry
+  end
   return REL_DEQUEUED
+end
+if st.changed then
+  m_save(m, q, st) -- an older layout's hash, converted
 end
 return REL_NOT_FOUND

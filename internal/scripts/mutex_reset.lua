@@ -4,13 +4,16 @@
 -- ARGV[1] prefix {ns}:   ARGV[2] "1" for sharded pub/sub   ARGV[3] mutex name
 -- Returns the hold id that was reset, or "" when the mutex was free.
 local p, m, q = ARGV[1], KEYS[1], KEYS[2]
-local cur = redis.call('HGET', m, 'hid')
-redis.call('HDEL', m, 'hid', 'ld', 'free')
+local st = m_load(m)
+local cur = st.hid
+st.hid, st.ld, st.free = false, false, false
 if cur and alive(p, cur) then
   revoke(p, ARGV[2], cur)
 else
   cur = ''
 end
-single_handoff(p, m, q, ARGV[2], ARGV[3])
-single_idle(m, q)
+m_handoff(p, st, q, ARGV[2], ARGV[3])
+if st.exists then
+  m_save(m, q, st)
+end
 return cur

@@ -87,6 +87,7 @@ var protocolLua = luaLocals([]luaConst{
 	{"K_CHANNEL", keyChannel},
 	{"K_EPOCH", keyEpoch},
 	{"K_MUTEX", keyMutex},
+	{"K_QUEUE", keyQueue},
 	{"K_SEMAPHORE", keySemaphore},
 	{"K_SEMAPHORE_HOLDERS", keySemaphoreHolders},
 	{"K_POOL", keyPool},

@@ -1,4 +1,4 @@
--- reclaim.lua (with semaphore_lib.lua, rwmutex_lib.lua): after Redis lost its data, recreate a session's lease and its
+-- reclaim.lua (with mutex_lib.lua, semaphore_lib.lua, rwmutex_lib.lua): after Redis lost its data, recreate a session's lease and its
 -- holds with their old tokens, during the restart grace only.
 -- KEYS[1] lease {ns}:s:<sid>   KEYS[2] {ns}:epoch
 -- ARGV[1] prefix {ns}:   ARGV[2] owner   ARGV[3] ttl ms   ARGV[4] lock delay ms
@@ -53,12 +53,30 @@ local function single(k, hid, tok)
   return true
 end
 
+-- mutex is single for a mutex string (see mutex_lib.lua).
+local function mutex(m, q, hid, tok)
+  local st = m_load(m)
+  local ok = true
+  if st.hid ~= hid then
+    if st.hid and alive(p, st.hid) then
+      ok = false
+    else
+      st.hid, st.i, st.ld = hid, string.format('%.0f', 2 * tonumber(ARGV[3])), ARGV[4]
+    end
+  end
+  if tok > tonumber(st.tok or '0') then
+    st.tok = string.format('%.0f', tok) -- the stored token stays the highest one known
+  end
+  m_save(m, q, st)
+  return ok
+end
+
 local lost = {RECLAIM_LOST}
 for i = 5, #ARGV, 6 do
   local kind, name, hid, tok, n, extra = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5]
   local ok = false
   if kind == 'm' then
-    ok = single(p .. K_MUTEX .. name, hid, tok)
+    ok = mutex(p .. K_MUTEX .. name, p .. K_QUEUE .. 'm:' .. name, hid, tok)
   elseif kind == 'el' then
     local k = p .. K_ELECTION .. name
     ok = single(k, hid, tok)

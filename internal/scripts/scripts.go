@@ -47,6 +47,8 @@ var (
 	mutexResetLua string
 	//go:embed mutex_inspect.lua
 	mutexInspectLua string
+	//go:embed mutex_lib.lua
+	mutexLib string
 	//go:embed epoch_init.lua
 	epochInitLua string
 	//go:embed reclaim.lua
@@ -78,12 +80,12 @@ var (
 	sessionOpen  = script(sessionOpenLua)
 	heartbeat    = unprobed(script(heartbeatLua))
 	sessionClose = script(sessionCloseLua)
-	mutexAcquire = script(mutexAcquireLua)
-	mutexRelease = script(mutexReleaseLua)
-	mutexReset   = script(mutexResetLua)
+	mutexAcquire = script(mutexAcquireLua, mutexLib)
+	mutexRelease = script(mutexReleaseLua, mutexLib)
+	mutexReset   = script(mutexResetLua, mutexLib)
 	mutexInspect = readOnly(mutexInspectLua)
 	epochInit    = script(epochInitLua)
-	reclaim      = script(reclaimLua, semLib, rwLib)
+	reclaim      = script(reclaimLua, mutexLib, semLib, rwLib)
 )
 
 // Errors the scripts report; the primitives re-export them under their names.

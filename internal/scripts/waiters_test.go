@@ -2,6 +2,7 @@ package scripts_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 )
 
 // TestMutexWaiterMark: the mutex fast paths skip the queue's LLEN and trust
-// the hash's waiter mark 'w' instead, so the mark must be set whenever a
+// the waiter mark of the mutex string instead (its last field, see
+// mutex_lib.lua), so the mark must be set whenever a
 // waiter is queued. A waiter queued behind a holder that then left without
 // handing over is served before a newcomer (the mark sends the newcomer down
 // the full path); the release that
@@ -31,7 +33,20 @@ func TestMutexWaiterMark(t *testing.T) {
 			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
 		}
 	}
-	mark := func() bool { return hasField(t, ctx, c, key, "w") }
+	// The mutex string: "<hid>|<tok>|<ld>|<i>|<free>|<w>".
+	fields := func() []string {
+		t.Helper()
+		v, err := c.Do(ctx, c.B().Get().Key(key).Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Split(v, "|")
+		if len(f) != 6 {
+			t.Fatalf("mutex %q: %d fields, want 6", v, len(f))
+		}
+		return f
+	}
+	mark := func() bool { return fields()[5] == "1" }
 	acquire := func(hid string, queue bool, want scripts.Status) scripts.Grant {
 		t.Helper()
 		g, err := e.Acquire(ctx, m, hid, queue)
@@ -52,7 +67,9 @@ func TestMutexWaiterMark(t *testing.T) {
 	}
 	// The mutex is free with b waiting, as a release during a restart grace
 	// (which hands over to nobody) leaves it: c must not overtake b.
-	if err := c.Do(ctx, c.B().Hdel().Key(key).Field("hid").Build()).Error(); err != nil {
+	f := fields()
+	f[0] = ""
+	if err := c.Do(ctx, c.B().Set().Key(key).Value(strings.Join(f, "|")).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	acquire(hc, false, scripts.Busy)
@@ -160,4 +177,44 @@ func hasField(t *testing.T, ctx context.Context, c rueidis.Client, key, f string
 		t.Fatal(err)
 	}
 	return n == 1
+}
+
+// TestMutexOlderLayout: a mutex kept as a hash by an older leasehold (a
+// holder's grant, still held) is read as such and rewritten as the mutex
+// string by the next script that writes it: the holder keeps it, a
+// newcomer is refused, and tokens go on increasing after the release.
+func TestMutexOlderLayout(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	c := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 10*time.Second)
+	e := scripts.Env{C: c, K: scripts.NewKeys(ns)}
+	m := scripts.Resource{Kind: scripts.Mutex, Name: "old"}
+	key := "{" + ns + "}:m:old"
+	for _, sid := range []string{"a", "b"} {
+		if ok, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
+			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
+		}
+	}
+	ha, hb := scripts.HoldID("a", 1), scripts.HoldID("b", 1)
+	old := c.B().Hset().Key(key).FieldValue().FieldValue("hid", ha).FieldValue("tok", "100").
+		FieldValue("ld", "0").FieldValue("i", "20000").Build()
+	if err := c.Do(ctx, old).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := e.MutexInspect(ctx, "old"); err != nil || in.HoldID != ha || in.Token != 100 {
+		t.Fatalf("MutexInspect of the hash = %+v, %v; want %s holding, token 100", in, err, ha)
+	}
+	if g, err := e.Acquire(ctx, m, hb, false); err != nil || g.Status != scripts.Busy {
+		t.Fatalf("newcomer's Acquire = %+v, %v; want Busy", g, err)
+	}
+	if typ, err := c.Do(ctx, c.B().Type().Key(key).Build()).ToString(); err != nil || typ != "string" {
+		t.Fatalf("TYPE after a write = %q, %v; want string", typ, err)
+	}
+	if r, err := e.Release(ctx, m, ha, false); err != nil || r != scripts.Freed {
+		t.Fatalf("holder's Release = %v, %v; want Freed", r, err)
+	}
+	if g, err := e.Acquire(ctx, m, hb, false); err != nil || g.Status != scripts.Granted || g.Token <= 100 {
+		t.Fatalf("Acquire after the release = %+v, %v; want granted with a token above 100", g, err)
+	}
 }

@@ -3,6 +3,7 @@ package testutil
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -39,4 +40,19 @@ func Keys(t testing.TB, ctx context.Context, c rueidis.Client) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// MutexHolder returns the hold id holding mutex key (the first field of
+// the mutex string "<hid>|<tok>|...", see internal/scripts/mutex_lib.lua),
+// or "" when nobody holds it or the key does not exist.
+func MutexHolder(ctx context.Context, c rueidis.Client, key string) (string, error) {
+	v, err := c.Do(ctx, c.B().Get().Key(key).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	hid, _, _ := strings.Cut(v, "|")
+	return hid, nil
 }

@@ -1,0 +1,117 @@
+-- mutex_lib.lua: the mutex's state, prepended (after common.lua) to the
+-- scripts that read or write a mutex.
+--
+-- A mutex is one string key {ns}:m:<name>, not a hash, so that a grant is a
+-- single SET (which also drops an idle expiry) and a release a single SET
+-- with PX: "<hid>|<tok>|<ld>|<i>|<free>|<w>", fields empty when unset:
+--   hid   the holder's hold id
+--   tok   the last token granted
+--   ld    the holder's lock delay (ms), copied at the grant
+--   i     how long the mutex is kept once idle (ms; twice the TTL of the
+--         session it was last granted to, see common.lua idle_ms)
+--   free  the end (server ms) of a lock delay started by a lost holder
+--   w     "1" while the queue {ns}:q:m:<name> may hold an entry: set by the
+--         script that queues, cleared by the first write that finds the
+--         queue empty; the fast paths trust it instead of asking LLEN
+-- The key expires only while idle: no holder and no waiter (see m_save).
+-- The fast paths of mutex_acquire.lua and mutex_release.lua parse and build
+-- the same string inline (they run before these helpers exist).
+
+-- m_load reads mutex m. A hash there is a mutex written by a leasehold
+-- release before this layout: it is read field by field and replaced by
+-- the string at the next save (its waiter mark is assumed set).
+local function m_load(m)
+  local v = redis.pcall('GET', m)
+  if type(v) == 'table' and v.err then
+    local h = redis.call('HMGET', m, 'hid', 'tok', 'ld', 'i', 'free')
+    redis.call('DEL', m)
+    return {exists = true, changed = true, hid = h[1], tok = h[2], ld = h[3], i = h[4], free = h[5], w = true}
+  end
+  if not v then
+    return {}
+  end
+  local hid, tok, ld, i, free, w = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  local function f(x)
+    return x ~= '' and x
+  end
+  return {exists = true, hid = f(hid), tok = f(tok), ld = f(ld), i = f(i), free = f(free), w = w == '1'}
+end
+
+-- m_save writes state st to mutex m (queue q): with no expiry while it has a
+-- holder or waiters, else expiring after 'i' ms and not before a lock delay
+-- ends; kept when no grant recorded 'i'. A waiter mark over an empty queue
+-- is cleared first.
+local function m_save(m, q, st)
+  if st.w and redis.call('LLEN', q) == 0 then
+    st.w = false
+  end
+  local v = (st.hid or '') .. '|' .. (st.tok or '') .. '|' .. (st.ld or '') .. '|' .. (st.i or '') .. '|' ..
+    (st.free or '') .. '|' .. (st.w and '1' or '')
+  if st.hid or st.w or not st.i then
+    redis.call('SET', m, v)
+    return
+  end
+  local keep = tonumber(st.i)
+  if st.free then
+    keep = math.max(keep, tonumber(st.free) - now_ms())
+  end
+  redis.call('SET', m, v, 'PX', string.format('%.0f', keep))
+end
+
+-- m_grant makes hid the holder in st and returns its new token. hid's
+-- session's lock delay is copied so that it still applies after that
+-- session's lease is gone, and its TTL sets how long the mutex is kept once
+-- idle.
+local function m_grant(p, st, hid)
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ld', 'ttl')
+  local tok = math.max(tonumber(st.tok or '0') + 1, now_us())
+  st.hid, st.tok, st.ld, st.i = hid, string.format('%.0f', tok), l[1] or '0', idle_ms(l[2])
+  st.free = false
+  return tok
+end
+
+-- m_handoff grants the mutex in st (free) to the first live waiter of queue
+-- q, if any, and notifies it with "g|<hid>|<token>|<name>". Returns that
+-- hold id or nil. The caller saves st.
+local function m_handoff(p, st, q, sharded, name)
+  if not st.w then
+    return nil -- the common case: nobody waits (see w above)
+  end
+  if grace_left(p) ~= 0 then
+    return nil -- no grants during a restart grace: waiters re-check after it
+  end
+  local nxt = first_live(p, q)
+  if not nxt then
+    return nil
+  end
+  redis.call('LPOP', q)
+  local tok = m_grant(p, st, nxt)
+  notify(p, sharded, nxt, 'g|' .. nxt .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+  return nxt
+end
+
+-- m_free reports whether the mutex in st has no live holder and no lock
+-- delay pending; a holder whose lease is gone is cleared, starting its lock
+-- delay (st changes; the caller saves it). The second result is the time to
+-- wait (ms) when it is not free: at least 1, since a lease reads PTTL 0 in
+-- its last millisecond while it still exists.
+local function m_free(p, st)
+  if st.hid then
+    if alive(p, st.hid) then
+      return false, math.max(lease_pttl(p, st.hid), 1)
+    end
+    local ld = tonumber(st.ld or '0')
+    if ld > 0 then
+      st.free = string.format('%.0f', now_ms() + ld)
+    end
+    st.hid, st.changed = false, true
+  end
+  if st.free then
+    local wait = tonumber(st.free) - now_ms()
+    if wait > 0 then
+      return false, wait
+    end
+    st.free, st.changed = false, true
+  end
+  return true, 0
+end
