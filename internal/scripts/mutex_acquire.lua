@@ -23,14 +23,20 @@ local lease = redis.call('HMGET', KEYS[3], 'g', 'x:' .. hid, 'ttl')
 if lease[1] == '0' and not lease[2] then
   local v = redis.pcall('GET', m) -- an error (a hash of an older layout) takes the full path
   if type(v) == 'string' then
-    local holder, last, _, _, free, w = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
-    if holder == '' and last ~= '' and free == '' and w == '' then
-      -- Free, with a token, no lock delay running, nobody waiting: grant.
-      -- SET also drops the expiry of an idle mutex.
-      local tok, n = new_token(last)
-      redis.call('SET', m, hid .. '|' .. tok .. '|' .. string.sub(ARGV[2], 3) .. '|' .. 2 * lease[3] .. '||')
-      return {R_GRANTED, n}
+    -- Read with plain finds, not a pattern with six captures: this runs
+    -- on every lock (see mutex_lib.lua for the fields).
+    local e = string.find(v, '|', 1, true)
+    if e == 1 and string.sub(v, -2) == '||' then
+      -- No holder, no lock delay running, nobody waiting: grant, if the
+      -- mutex has a token. SET also drops the expiry of an idle mutex.
+      local last = string.sub(v, 2, string.find(v, '|', 2, true) - 1)
+      if last ~= '' then
+        local tok, n = new_token(last)
+        redis.call('SET', m, hid .. '|' .. tok .. '|' .. string.sub(ARGV[2], 3) .. '|' .. 2 * lease[3] .. '||')
+        return {R_GRANTED, n}
+      end
     end
+    local holder = string.sub(v, 1, e - 1)
     if holder ~= '' and holder ~= hid then
       -- Held by a live session: busy, the same reply as busy() in common.lua.
       -- (Spelled out, like sid_of and prefix_of here and in the release: as
@@ -45,7 +51,7 @@ if lease[1] == '0' and not lease[2] then
         local pos = redis.call('LPOS', q, hid)
         if not pos then
           pos = redis.call('RPUSH', q, hid) - 1
-          if w == '' then
+          if string.sub(v, -1) == '|' then
             redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_lib.lua)
           end
         end
