@@ -17,9 +17,15 @@ local function alive(p, hid)
   return redis.call('EXISTS', p .. K_LEASE .. sid_of(hid)) == 1
 end
 
--- lease_pttl returns the remaining TTL (ms) of hid's session lease, or a negative value.
+-- lease_pttl returns the remaining TTL (ms) of hid's session lease, at
+-- least 1 while it exists (Redis reads PTTL 0 in a key's last millisecond,
+-- when it still exists: 0 must not read as gone), or a negative value.
 local function lease_pttl(p, hid)
-  return redis.call('PTTL', p .. K_LEASE .. sid_of(hid))
+  local t = redis.call('PTTL', p .. K_LEASE .. sid_of(hid))
+  if t == 0 then
+    return 1
+  end
+  return t
 end
 
 -- now_us returns the server time in microseconds, read once per script.
@@ -179,14 +185,6 @@ local function first_live(p, q)
   end
 end
 
--- single_state reads the fields of single-holder resource hash k (mutex,
--- election) in one call: hid (holder), tok (last token), free (end of a
--- lock delay, ms), ld (the holder's lock delay, ms). Missing ones are false.
-local function single_state(k)
-  local v = redis.call('HMGET', k, 'hid', 'tok', 'free', 'ld')
-  return {hid = v[1], tok = v[2], free = v[3], ld = v[4]}
-end
-
 -- Idle resources expire. A resource hash nobody holds or waits for is kept
 -- 'i' ms (twice the TTL of the session last granted it, stored at the grant)
 -- and then deleted by Redis: lock-per-entity names do not fill Redis. What
@@ -216,75 +214,3 @@ local function expire_idle(k, i, free)
   redis.call('PEXPIRE', k, string.format('%.0f', keep))
 end
 
--- single_idle lets single-holder resource hash k expire when nobody holds it
--- and its waiter queue q is empty.
-local function single_idle(k, q)
-  local v = redis.call('HMGET', k, 'hid', 'i', 'free')
-  if not v[1] and redis.call('LLEN', q) == 0 then
-    expire_idle(k, v[2], v[3])
-  end
-end
-
--- single_grant makes hid the holder of single-holder resource hash k and
--- returns its new token. last is the stored token when the caller knows it
--- (pass nil otherwise). hid's session's lock delay (ms) is copied so that it
--- still applies after that session's lease is gone, and its TTL sets how long
--- the resource is kept once idle.
-local function single_grant(p, k, hid, last)
-  if last == nil then
-    last = redis.call('HGET', k, 'tok')
-  end
-  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ld', 'ttl')
-  local tok = math.max(tonumber(last or '0') + 1, now_us())
-  redis.call('HSET', k, 'hid', hid, 'tok', string.format('%.0f', tok), 'ld', l[1] or '0', 'i', idle_ms(l[2]))
-  redis.call('PERSIST', k)
-  return tok
-end
-
--- single_handoff grants free resource k to the first live waiter of queue q,
--- if any, and notifies it with "g|<hid>|<token>|<resource>". Returns that
--- hold id or nil.
-local function single_handoff(p, k, q, sharded, resource)
-  if redis.call('LLEN', q) == 0 then
-    return nil -- the common case: nobody waits
-  end
-  if grace_left(p) ~= 0 then
-    return nil -- no grants during a restart grace: waiters re-check after it
-  end
-  local nxt = first_live(p, q)
-  if not nxt then
-    return nil
-  end
-  redis.call('LPOP', q)
-  local tok = single_grant(p, k, nxt)
-  notify(p, sharded, nxt, 'g|' .. nxt .. '|' .. string.format('%.0f', tok) .. '|' .. resource)
-  return nxt
-end
-
--- single_free reports whether single-holder resource k, whose fields st were
--- read by single_state, has no live holder and no lock delay pending; a
--- holder whose lease is gone is cleared, starting its lock delay. The second
--- result is the time to wait (ms) when it is not free.
-local function single_free(p, k, st)
-  if st.hid then
-    if alive(p, st.hid) then
-      return false, lease_pttl(p, st.hid)
-    end
-    local ld = tonumber(st.ld or '0')
-    if ld > 0 then
-      st.free = now_ms() + ld
-      redis.call('HSET', k, 'free', string.format('%.0f', st.free))
-    end
-    redis.call('HDEL', k, 'hid')
-    st.hid = false
-  end
-  local free = tonumber(st.free or '0')
-  if free > 0 then
-    local wait = free - now_ms()
-    if wait > 0 then
-      return false, wait
-    end
-    redis.call('HDEL', k, 'free')
-  end
-  return true, 0
-end

@@ -93,12 +93,11 @@ end
 -- m_free reports whether the mutex in st has no live holder and no lock
 -- delay pending; a holder whose lease is gone is cleared, starting its lock
 -- delay (st changes; the caller saves it). The second result is the time to
--- wait (ms) when it is not free: at least 1, since a lease reads PTTL 0 in
--- its last millisecond while it still exists.
+-- wait (ms) when it is not free, at least 1 (see lease_pttl).
 local function m_free(p, st)
   if st.hid then
     if alive(p, st.hid) then
-      return false, math.max(lease_pttl(p, st.hid), 1)
+      return false, lease_pttl(p, st.hid)
     end
     local ld = tonumber(st.ld or '0')
     if ld > 0 then

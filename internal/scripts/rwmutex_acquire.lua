@@ -108,12 +108,11 @@ if grace > 0 then
 else
   local w = rw_writer(p, k)
   local rd = not w and not shared and rw_reader(p, k, r)
-  -- A live holder's lease reads PTTL 0 in its last millisecond: wait at
-  -- least 1 ms, as 0 means free here.
+  -- A live holder's wait is at least 1 ms (see lease_pttl): 0 means free here.
   if w then
-    wait = math.max(lease_pttl(p, w), 1)
+    wait = lease_pttl(p, w)
   elseif rd then
-    wait = math.max(lease_pttl(p, rd), 1)
+    wait = lease_pttl(p, rd)
   else
     local all, wd = rw_delay(k) -- after rw_reader: a dead reader's delay starts there
     if shared and all > 0 then

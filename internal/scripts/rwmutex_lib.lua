@@ -205,11 +205,11 @@ end
 local function rw_wait(p, k, r)
   local w = rw_writer(p, k)
   if w then
-    return math.max(lease_pttl(p, w), 1) -- PTTL is 0 in a live lease's last ms
+    return lease_pttl(p, w)
   end
   local rd = rw_reader(p, k, r)
   if rd then
-    return math.max(lease_pttl(p, rd), 1)
+    return lease_pttl(p, rd)
   end
   local _, wd = rw_delay(k)
   if wd > 0 then
