@@ -4,7 +4,7 @@ import "strings"
 
 // The infixes of key names after the prefix "{ns}:", named once: the
 // functions below use them, and the scripts get them as the Lua locals
-// K_LEASE, K_CHANNEL, ... (see protocolLua).
+// K_LEASE, K_CHANNEL, ... (see protocolConsts).
 const (
 	keyLease            = "s:"
 	keyChannel          = "n:"

@@ -1,6 +1,7 @@
 package scripts
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -22,8 +23,8 @@ func SessionOf(hid string) string {
 }
 
 // Reply codes: the first element of a script's array reply, or the whole
-// reply of a release. The scripts name them by the Lua locals of
-// protocolLua, generated from these constants.
+// reply of a release. The scripts name them as Lua locals that join
+// declares from these constants (protocolConsts).
 const (
 	replyGranted        = 1  // acquire: {1, token[, resource]}
 	replyBusy           = 0  // acquire: {0, wait ms, queue position or -1}
@@ -57,12 +58,14 @@ const (
 	replyIDTaken = 0
 )
 
-// protocolLua declares the reply codes above, the release outcomes and the
-// key infixes of keys.go as Lua locals. Every script starts with it (see join), so that Go and Lua
-// name each code once: the scripts return {R_GRANTED, token}, not {1,
-// token}, and build a lease key as p .. K_LEASE .. sid. TestLuaNamesDeclared checks that every such name a script uses
-// is declared here, since Lua reads an undeclared one as nil.
-var protocolLua = luaLocals([]luaConst{
+// protocolConsts are the reply codes above, the release outcomes and the
+// key infixes of keys.go, as the scripts name them: the scripts return
+// {R_GRANTED, token}, not {1, token}, and build a lease key as p .. K_LEASE
+// .. sid, so that Go and Lua name each once. join declares, as Lua locals,
+// the ones each part of a script uses (protocolLocals).
+// TestLuaNamesDeclared checks that every such name a script uses is here,
+// since Lua reads an undeclared one as nil.
+var protocolConsts = []luaConst{
 	{"R_GRANTED", replyGranted},
 	{"R_BUSY", replyBusy},
 	{"R_LEASE_GONE", replyLeaseGone},
@@ -82,7 +85,6 @@ var protocolLua = luaLocals([]luaConst{
 	{"REL_NOT_FOUND", int(NotFound)},
 	{"REL_FREED", int(Freed)},
 	{"REL_DEQUEUED", int(Dequeued)},
-}) + luaLocals([]luaConst{
 	{"K_LEASE", keyLease},
 	{"K_CHANNEL", keyChannel},
 	{"K_EPOCH", keyEpoch},
@@ -95,9 +97,34 @@ var protocolLua = luaLocals([]luaConst{
 	{"K_ELECTION", keyElection},
 	{"K_RWMUTEX", keyRWMutex},
 	{"K_RWMUTEX_READERS", keyRWMutexReaders},
-})
+}
 
-// luaConst is a Lua local of protocolLua: an int or a string.
+// luaProtocolName matches the names of protocolConsts in a script.
+var luaProtocolName = regexp.MustCompile(`\b(?:R|HB|REL|RECLAIM|OPEN|K)_[A-Z_]+\b`)
+
+// protocolLocals returns one Lua statement declaring the protocolConsts
+// that text names and declared does not hold yet, and adds them to
+// declared. Declaring only those keeps every call of a fast path from
+// setting the thirty-odd locals it does not read.
+func protocolLocals(text string, declared map[string]bool) string {
+	used := map[string]bool{}
+	for _, n := range luaProtocolName.FindAllString(text, -1) {
+		used[n] = true
+	}
+	var cs []luaConst
+	for _, c := range protocolConsts {
+		if used[c.name] && !declared[c.name] {
+			cs = append(cs, c)
+			declared[c.name] = true
+		}
+	}
+	if len(cs) == 0 {
+		return ""
+	}
+	return luaLocals(cs)
+}
+
+// luaConst is one of protocolConsts: an int or a string.
 type luaConst struct {
 	name string
 	v    any

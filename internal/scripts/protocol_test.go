@@ -9,7 +9,6 @@ import (
 )
 
 var (
-	luaProtocolName = regexp.MustCompile(`\b(?:R|HB|REL|RECLAIM|OPEN|K)_[A-Z_]+\b`)
 	// A reply code spelled as a number: an array reply starting with one,
 	// or the bare return of a script whose whole reply is a code.
 	luaBareArray  = regexp.MustCompile(`return \{-?[0-9]+[,}]`)
@@ -23,15 +22,12 @@ var (
 )
 
 // TestLuaNamesDeclared: every protocol name a script uses is declared by
-// protocolLua (Lua would read an undeclared one as nil), and no script that
+// protocolConsts (Lua would read an undeclared one as nil), and no script that
 // speaks the protocol spells a reply code as a bare number.
 func TestLuaNamesDeclared(t *testing.T) {
 	declared := map[string]bool{}
-	for stmt := range strings.SplitSeq(strings.TrimSpace(protocolLua), "\n") {
-		decl, _, _ := strings.Cut(strings.TrimPrefix(stmt, "local "), " = ")
-		for name := range strings.SplitSeq(decl, ", ") {
-			declared[name] = true
-		}
+	for _, c := range protocolConsts {
+		declared[c.name] = true
 	}
 	files, err := fs.Glob(os.DirFS("."), "*.lua")
 	if err != nil || len(files) == 0 {
@@ -47,7 +43,7 @@ func TestLuaNamesDeclared(t *testing.T) {
 			code, _, _ := strings.Cut(line, "--")
 			for _, name := range luaProtocolName.FindAllString(code, -1) {
 				if !declared[name] {
-					t.Errorf("%s:%d: %s is not declared by protocolLua", f, i+1, name)
+					t.Errorf("%s:%d: %s is not in protocolConsts", f, i+1, name)
 				}
 			}
 			if (!data && luaBareArray.MatchString(code)) || (whole && luaBareReturn.MatchString(code)) {

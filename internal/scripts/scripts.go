@@ -70,10 +70,13 @@ const helpersMark = "\n--@helpers\n"
 
 func join(body string, libs []string) string {
 	helpers := common + "\n" + strings.Join(libs, "\n") + "\n"
+	declared := map[string]bool{}
 	if before, after, ok := strings.Cut(body, helpersMark); ok {
-		return protocolLua + fastpath + "\n" + before + "\n" + helpers + after
+		fast, rest := fastpath+"\n"+before+"\n", helpers+after
+		return protocolLocals(fast, declared) + fast + protocolLocals(rest, declared) + rest
 	}
-	return protocolLua + helpers + body
+	all := helpers + body
+	return protocolLocals(all, declared) + all
 }
 
 var (
