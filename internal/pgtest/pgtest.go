@@ -23,7 +23,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -36,6 +35,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/leasehold/leasehold/internal/redistest"
 )
 
 const (
@@ -106,7 +107,7 @@ func Start(t testing.TB) *Server {
 	}
 	s := &Server{dir: dir}
 	for range startTries {
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = redistest.FreePort(); err != nil {
 			t.Fatalf("pgtest: find a free port: %v", err)
 		}
 		if err = s.launch(postgres, data, cred); err == nil {
@@ -217,15 +218,6 @@ func credential() (*syscall.Credential, error) {
 		return nil, fmt.Errorf("user %s: %w", superuser, err)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // tail returns the last lines of the log at path.

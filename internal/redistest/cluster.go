@@ -711,7 +711,7 @@ func freeClusterPort() (int, error) {
 		p := 0
 		if hi-lo >= 1000 {
 			p = lo + rand.IntN(hi-lo+1)
-		} else if q, err := freePort(); err == nil && q+busPortOffset < 65536 {
+		} else if q, err := FreePort(); err == nil && q+busPortOffset < 65536 {
 			p = q
 		} else {
 			continue

@@ -103,7 +103,7 @@ func Start(t testing.TB, o Options) *Server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redistest: redis-server not found on PATH (%v); run `make test` (which installs it) or `apt-get install redis-server`", err)
 	}
-	return start(t, o, freePort, nil)
+	return start(t, o, FreePort, nil)
 }
 
 // start is Start with a port picker and per-port arguments (portArgs may be
@@ -239,7 +239,9 @@ func newClient(addr string) (rueidis.Client, error) {
 	})
 }
 
-func freePort() (int, error) {
+// FreePort returns a loopback TCP port that was free a moment ago (other
+// harnesses, such as internal/pgtest, start their servers on one too).
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
