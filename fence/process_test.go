@@ -305,28 +305,8 @@ func TestPausedHoldersGuardedIncrements(t *testing.T) {
 // cfg; its stdout lines arrive on lines, then an "exit" line.
 func startHolder(t *testing.T, i int, cfg helperConfig, lines chan<- line) *holder {
 	t.Helper()
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
-	stderr, err := os.Create(fmt.Sprintf("%s/holder%d.log", t.TempDir(), i))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start holder %d: %v", i, err)
-	}
+	ch := testutil.StartChild(t, helperEnv, cfg, fmt.Sprintf("holder%d.log", i))
+	cmd, stdin, out := ch.Cmd, ch.Stdin, ch.Stdout
 	exited := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -335,10 +315,8 @@ func startHolder(t *testing.T, i int, cfg helperConfig, lines chan<- line) *hold
 			n, _ := strconv.ParseInt(tok, 10, 64)
 			lines <- line{proc: i, what: what, tok: n}
 		}
-		err := cmd.Wait()
-		stderr.Close()
-		if err != nil {
-			b, _ := os.ReadFile(stderr.Name())
+		if err := cmd.Wait(); err != nil {
+			b, _ := os.ReadFile(ch.Log)
 			t.Logf("holder %d: %v\n%s", i, err, b)
 			select { // unless the test has stopped reading
 			case lines <- line{proc: i, what: "exit"}:

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -170,30 +169,8 @@ type child struct {
 
 func startChild(t *testing.T, cfg helperConfig) *child {
 	t.Helper()
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("child%d.log", cfg.Index))
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
-	cmd.Stderr = logf
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start child: %v", err)
-	}
+	ch := testutil.StartChild(t, helperEnv, cfg, fmt.Sprintf("child%d.log", cfg.Index))
+	cmd, stdin, stdout, logPath := ch.Cmd, ch.Stdin, ch.Stdout, ch.Log
 	c := &child{cfg: cfg, cmd: cmd, stdin: stdin, events: make(chan event, 64), exited: make(chan struct{})}
 	read := make(chan struct{})
 	go func() {
