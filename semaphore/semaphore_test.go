@@ -688,6 +688,24 @@ func TestOperatorLimitIsKept(t *testing.T) {
 	if n, err := probe.Do(ctx, probe.B().Exists().Key("{"+ns+"}:sem:never-used").Build()).AsInt64(); err != nil || n != 0 {
 		t.Fatalf("ClearLimit on an unused semaphore left a key: EXISTS = %d, %v", n, err)
 	}
+	// Cleared while held: the limit is a client's again, and meta expires
+	// with the holders' keys if they crash (their heartbeats keep it).
+	if err := sem.SetLimit(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if h, err = sem.TryAcquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := pttl(); got != -1 {
+		t.Fatalf("PTTL of a held semaphore with an operator's limit = %d, want -1 (kept)", got)
+	}
+	if err := sem.ClearLimit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := pttl(); got <= 0 || got > 30000 {
+		t.Fatalf("PTTL of the held semaphore after ClearLimit = %d, want 0 < PTTL <= 3 x TTL", got)
+	}
+	release(t, ctx, h)
 }
 
 // cmdCalls returns how many times Redis ran cmd, including from scripts.

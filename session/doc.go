@@ -62,6 +62,13 @@
 // end alone, with ErrLost, when the next heartbeat reports them (at once when
 // the session has a notification connection open).
 //
+// Every key a hold uses expires, so that a process that crashed leaves
+// nothing in Redis: its keys go at most 2 x TTL + LockDelay after its
+// lease. The heartbeat keeps a hold's keys alive (each every few
+// heartbeats, in the same round trip), and a hold whose keys it could not
+// keep before they could expire (deleted by hand, or a Redis Cluster slot
+// migration that outlasts about two TTLs) ends alone with ErrLost.
+//
 // Every Redis call a session makes is bounded: by the caller's context, by
 // the local deadline, and by the session's end. Close releases every hold in
 // Redis (handing each to its next waiter), deletes the lease and waits for

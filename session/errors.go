@@ -14,7 +14,8 @@ var (
 	ErrClosed = lease.ErrClosed
 
 	// ErrLost is the cause of a hold that ended without Release: it was taken
-	// away (Reset, pool member removed) or its session's lease was lost.
+	// away (Reset, pool member removed), its keys could not be kept alive in
+	// Redis, or its session's lease was lost.
 	ErrLost = lease.ErrLost
 
 	// ErrLeaseLost is the cause of everything a session held when its lease

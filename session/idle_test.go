@@ -94,9 +94,11 @@ func TestIdleResourcesExpire(t *testing.T) {
 }
 
 // TestIdleExpiryKeepsHeldResources: a resource whose key was set to expire
-// while idle loses the expiry when it is granted again, directly or by a
-// hand-off, and stays held past the idle period; its tokens keep
-// increasing, also across the key's expiry.
+// while idle gets the expiry of a held one when it is granted again,
+// directly or by a hand-off (at most 3 x TTL + LockDelay, see heldKey), and
+// stays held past the idle period and past that expiry, its holder's
+// heartbeats keeping it; its tokens keep increasing, also across the key's
+// expiry.
 func TestIdleExpiryKeepsHeldResources(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)
@@ -121,20 +123,18 @@ func TestIdleExpiryKeepsHeldResources(t *testing.T) {
 		t.Fatalf("idle mutex key PTTL = %v, want within (0, 2 x TTL]", d)
 	}
 
-	// Granted again: no expiry, and still held after the idle period.
+	// Granted again: a held key's expiry, and still held after the idle period.
 	h, err = mutex.New(s1, "x").Lock(ctx)
 	if err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
-	if d := pttl(t, c, key); d != -time.Millisecond {
-		t.Fatalf("held mutex key PTTL = %v, want none (-1 ms)", d)
-	}
+	heldKey(t, c, key, ttl)
 	if h.Token() <= last {
 		t.Errorf("token %d not above %d", h.Token(), last)
 	}
 	last = h.Token()
 
-	// Handed to a waiter: no expiry either.
+	// Handed to a waiter: the same.
 	got := make(chan *session.Hold, 1)
 	go func() {
 		h, err := mutex.New(s2, "x").Lock(ctx)
@@ -151,10 +151,9 @@ func TestIdleExpiryKeepsHeldResources(t *testing.T) {
 	if h2 == nil {
 		return
 	}
-	if d := pttl(t, c, key); d != -time.Millisecond {
-		t.Fatalf("handed-off mutex key PTTL = %v, want none (-1 ms)", d)
-	}
-	// Held across three idle periods' worth of time.
+	heldKey(t, c, key, ttl)
+	// Held across three idle periods' worth of time, twice what the
+	// expiry of a held key gives it.
 	deadline := time.Now().Add(3 * 2 * ttl)
 	for time.Now().Before(deadline) {
 		if _, err := mutex.New(s1, "x").TryLock(ctx); err == nil {
@@ -165,6 +164,7 @@ func TestIdleExpiryKeepsHeldResources(t *testing.T) {
 	if err := h2.Err(); err != nil {
 		t.Fatalf("hold ended while held: %v", err)
 	}
+	heldKey(t, c, key, ttl)
 	if h2.Token() <= last {
 		t.Errorf("token %d not above %d", h2.Token(), last)
 	}
@@ -186,7 +186,7 @@ func TestIdleExpiryKeepsHeldResources(t *testing.T) {
 	}
 	_ = h.Release(ctx)
 
-	// Semaphore and election: held, no expiry; released, expiry.
+	// Semaphore and election: held, a held key's expiry; released, the idle one.
 	p, err := semaphore.New(s1, "sem", 2).Acquire(ctx, 1)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
@@ -202,22 +202,28 @@ func TestIdleExpiryKeepsHeldResources(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	if d := pttl(t, c, semKey); d != -time.Millisecond {
-		t.Fatalf("held semaphore key PTTL = %v, want none", d)
-	}
+	heldKey(t, c, semKey, ttl)
+	heldKey(t, c, "{"+ns+"}:semh:sem", ttl)
 	_ = p.Release(ctx)
 	l, err := election.New(s1, "el").Campaign(ctx, "v")
 	if err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
 	elKey := "{" + ns + "}:el:el"
-	if d := pttl(t, c, elKey); d != -time.Millisecond {
-		t.Fatalf("led election key PTTL = %v, want none", d)
-	}
+	heldKey(t, c, elKey, ttl)
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	if d := pttl(t, c, elKey); d <= 0 {
 		t.Fatalf("idle election key PTTL = %v, want > 0", d)
+	}
+}
+
+// heldKey fails unless key has the expiry of a held resource's key with
+// no LockDelay: some, at most 3 x TTL (what a heartbeat keeps it).
+func heldKey(t *testing.T, c rueidis.Client, key string, ttl time.Duration) {
+	t.Helper()
+	if d := pttl(t, c, key); d <= 0 || d > 3*ttl {
+		t.Fatalf("held key %s PTTL = %v, want within (0, 3 x TTL]", key, d)
 	}
 }

@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -8,4 +9,9 @@ import (
 	"github.com/leasehold/leasehold/internal/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.LeakOptions...) }
+func TestMain(m *testing.M) {
+	if raw := os.Getenv(crashChildEnv); raw != "" {
+		os.Exit(crashChild(raw))
+	}
+	goleak.VerifyTestMain(m, redistest.LeakOptions...)
+}

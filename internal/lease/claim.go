@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/clock"
 	"github.com/leasehold/leasehold/internal/scripts"
 )
 
@@ -55,18 +57,31 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 	hid := s.newHoldID()
 	start := time.Now()
 	var note chan notice
+	var w *waitEntry
 	if wait {
-		note = s.waiters.add(hid)
+		w = s.waiters.add(hid, s.env.K.Kept(r, false), len(s.env.K.Kept(r, true)), s.base)
+		note = w.ch
 		defer s.waiters.remove(hid)
 	}
 	pause := minRetry  // between attempts that failed on a Redis error
 	uncertain := false // an attempt failed with an unknown outcome
+	// notBefore is a time before which hid was surely not granted: the send
+	// time of the last attempt answered with no grant (or start); unsure
+	// tells whether an attempt failed with an unknown outcome since.
+	notBefore, unsure := start, false
 	for {
 		recheck := *s.recheck.Load()
+		sent := time.Now()
 		next, err := s.attempt(ctx, r, hid, wait)
 		switch {
 		case err == nil && next.Status == scripts.Granted:
-			return s.addHold(r, hid, next.Resource, next.Token, start, false, uncertain)
+			// Granted by this attempt, or by an earlier one whose outcome
+			// was unknown.
+			granted := sent
+			if unsure {
+				granted = notBefore
+			}
+			return s.addHold(r, hid, next.Resource, next.Token, start, s.keysFrom(granted, w), false, uncertain)
 		case err == nil && next.Status == scripts.Withdrawn:
 			// Only a Claim that already gave up withdraws its hold id.
 			return nil, nil, fmt.Errorf("session: acquire %s %q: hold id %s was withdrawn", r.Kind, r.Name, hid)
@@ -99,7 +114,7 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			// permission, a read-only replica: above): retry with the same
 			// hold id, which keeps its place in the queue (the scripts are
 			// idempotent per id).
-			uncertain = true
+			uncertain, unsure = true, true
 			s.opt.Logger.Warn("acquire failed; retrying", "session", s.id, "kind", r.Kind.String(),
 				"name", r.Name, "err", err, "retry_in", pause)
 			next = scripts.Grant{Wait: pause}
@@ -108,6 +123,7 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			return nil, nil, scripts.ErrBusy
 		default:
 			pause = minRetry
+			notBefore, unsure = sent, false
 		}
 		t := time.NewTimer(recheckAfter(next.Wait))
 		select {
@@ -118,7 +134,7 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 					s.withdraw(r, hid)
 					return nil, nil, fmt.Errorf("session: acquire %s %q: hand-off rolled back: %w", r.Kind, r.Name, relabel(err))
 				}
-				return s.addHold(r, hid, n.resource, n.token, start, true, uncertain)
+				return s.addHold(r, hid, n.resource, n.token, start, s.keysFrom(notBefore, w), true, uncertain)
 			}
 		case <-t.C:
 		case <-recheck:
@@ -182,14 +198,47 @@ func recheckAfter(hint time.Duration) time.Duration {
 	return max(hint+minRecheck/2, minRecheck)
 }
 
+// keysFrom returns the time from which a grant surely keeps the keys of
+// its hold for heldFor: the grant's keys expire at least held_ms (see
+// common.lua) after it, and granted is no later than it. A hold that
+// waited (w) may have been handed over long after granted: its keys are
+// kept from the last heartbeat that kept the wait's hold keys, if later (a
+// hand-off after that heartbeat keeps them held_ms from the hand-off; one
+// before it, from the heartbeat's keep, which is longer).
+func (s *Session) keysFrom(granted time.Time, w *waitEntry) time.Time {
+	if w != nil {
+		if k := w.keptAt(); k.After(granted) {
+			return k
+		}
+	}
+	return granted
+}
+
+// heldFor is how long a grant keeps the keys of a hold of this session at
+// least: held_ms in common.lua, 2 * TTL + LockDelay.
+func (s *Session) heldFor() time.Duration { return 2*s.opt.TTL + s.opt.LockDelay }
+
+// keepFor is how long each heartbeat that keeps a hold's keys alive keeps
+// them: 3 * TTL + LockDelay (see heartbeat.lua). A session that crashed
+// leaves keys that expire at most 2 * TTL + LockDelay after its lease.
+func (s *Session) keepFor() time.Duration { return 3*s.opt.TTL + s.opt.LockDelay }
+
 // addHold registers a granted hold. start is when the caller asked for it;
+// keysFrom when its keys were surely kept for heldFor (see keysFrom);
 // handoff tells whether a releasing script handed it over; uncertain whether
 // an attempt for it failed with an unknown outcome (see Hold.uncertain).
-func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64, start time.Time, handoff, uncertain bool) (*Hold, any, error) {
+func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64, start, keysFrom time.Time, handoff, uncertain bool) (*Hold, any, error) {
 	h, pub := s.newHold(r, hid, resource, token)
 	h.uncertain = uncertain
+	until := clock.Deadline(keysFrom, s.heldFor())
+	h.setKeysUntil(until)
 	if !s.holds.add(h) {
 		return nil, nil, h.Err()
+	}
+	if h.keys != nil && until.Before(s.Deadline()) {
+		// Its keys may expire before the lease: end it then, unless a
+		// heartbeat keeps them first (a grant that took longer than a TTL).
+		s.post(func(l *loop) { l.armKeys() })
 	}
 	if err := h.Err(); err != nil {
 		return nil, nil, err
@@ -208,18 +257,61 @@ type notice struct {
 	resource string
 }
 
-// waiters routes grant notifications to the goroutines waiting in Claim.
+// waiters routes grant notifications to the goroutines waiting in Claim,
+// and tells the heartbeat which keys the waits need kept alive.
 type waiters struct {
-	mu sync.Mutex             // guards m
-	m  map[string]chan notice // guarded by mu: buffer 1, by hold id
+	mu sync.Mutex            // guards m
+	m  map[string]*waitEntry // guarded by mu: by hold id
 }
 
-func (w *waiters) add(hid string) chan notice {
-	ch := make(chan notice, 1)
+// waitEntry is one Claim waiting for a grant.
+type waitEntry struct {
+	ch   chan notice // buffer 1: the hand-off
+	keys []string    // immutable: the keys to keep alive while it waits (scripts.Keys.Kept)
+	held int         // immutable: keys[:held] are the keys a hold will have
+	// kept is when the last heartbeat that kept keys[:held] was sent, in ns
+	// since the session's base; 0 before the first. Written by the loop.
+	kept atomic.Int64
+	base time.Time // immutable: the session's base
+}
+
+// keptAt returns when the last heartbeat that kept w's keys was sent (zero
+// before the first).
+func (w *waitEntry) keptAt() time.Time {
+	if k := w.kept.Load(); k != 0 {
+		return w.base.Add(time.Duration(k))
+	}
+	return time.Time{}
+}
+
+// keptBy records that a heartbeat sent at sent kept w's keys.
+func (w *waitEntry) keptBy(sent time.Time) {
+	k := int64(sent.Sub(w.base))
+	for {
+		old := w.kept.Load()
+		if old >= k || w.kept.CompareAndSwap(old, k) {
+			return
+		}
+	}
+}
+
+func (w *waiters) add(hid string, keys []string, held int, base time.Time) *waitEntry {
+	e := &waitEntry{ch: make(chan notice, 1), keys: keys, held: held, base: base}
 	w.mu.Lock()
-	w.m[hid] = ch
+	w.m[hid] = e
 	w.mu.Unlock()
-	return ch
+	return e
+}
+
+// all returns the waits.
+func (w *waiters) all() []*waitEntry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*waitEntry, 0, len(w.m))
+	for _, e := range w.m {
+		out = append(out, e)
+	}
+	return out
 }
 
 func (w *waiters) remove(hid string) {
@@ -230,11 +322,11 @@ func (w *waiters) remove(hid string) {
 
 func (w *waiters) deliver(hid string, n notice) {
 	w.mu.Lock()
-	ch := w.m[hid]
+	e := w.m[hid]
 	w.mu.Unlock()
-	if ch != nil {
+	if e != nil {
 		select {
-		case ch <- n:
+		case e.ch <- n:
 		default:
 		}
 	}

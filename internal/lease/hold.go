@@ -27,6 +27,14 @@ type Hold struct {
 
 	value atomic.Pointer[string] // election: the value last proclaimed, if any; any goroutine
 
+	// keys are the Redis keys that record h, which its session's heartbeat
+	// keeps alive (scripts.Keys.Kept); immutable, nil for a pool member.
+	keys []string
+	// keyUntil is until when h's keys surely exist, on the local monotonic
+	// clock, in ns since s.base: written by addHold before h is published
+	// and then by the loop (heartbeats, reclaims); read by anyone.
+	keyUntil atomic.Int64
+
 	mu       sync.Mutex // serializes Release; guards the three flags below
 	released bool       // guarded by mu: the server confirmed the release
 	// unsure, guarded by mu: a release attempt failed: it may have happened.
@@ -41,6 +49,7 @@ type Hold struct {
 func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64) (*Hold, any) {
 	h, pub := public.NewHold()
 	h.s, h.res, h.hid, h.resource, h.token = s, r, hid, resource, token
+	h.keys = s.env.K.Kept(r, true)
 	// Not a child of s.ctx: with every hold in s.ctx's children, concurrent
 	// grants and releases contend for its lock. The hold table ends the
 	// holds when the session ends (holdTable.endAll, called by the loop).
@@ -96,7 +105,29 @@ func (h *Hold) Err() error {
 	if h.ctx.Err() != nil {
 		return context.Cause(h.ctx)
 	}
-	return h.s.pastDeadline()
+	if err := h.s.pastDeadline(); err != nil {
+		return err
+	}
+	if h.keys != nil && time.Since(h.s.base) >= time.Duration(h.keyUntil.Load()) {
+		return keysLost(h)
+	}
+	return nil
+}
+
+// keysUntil returns until when h's keys surely exist.
+func (h *Hold) keysUntil() time.Time {
+	return h.s.base.Add(time.Duration(h.keyUntil.Load()))
+}
+
+// setKeysUntil records that h's keys surely exist until t.
+func (h *Hold) setKeysUntil(t time.Time) {
+	h.keyUntil.Store(int64(t.Sub(h.s.base)))
+}
+
+// keysLost is the cause of a hold whose keys the heartbeat could not keep
+// alive before they could expire: someone else could be granted it then.
+func keysLost(h *Hold) error {
+	return fmt.Errorf("%w: %s: its keys could not be kept alive in Redis (is its slot migrating?)", ErrLost, h.describe())
 }
 
 // Release is session.Hold.Release.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // holdTable is the session's table of live holds. It is guarded by its own
@@ -111,4 +113,73 @@ func (t *holdTable) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.m)
+}
+
+// due returns the holds whose keys must be kept alive by a heartbeat sent
+// now: those whose keys may expire before before.
+func (t *holdTable) due(before time.Time) []*Hold {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*Hold
+	for _, h := range t.m {
+		if h.keys != nil && h.keysUntil().Before(before) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// kept records, from the loop, what a heartbeat did with h's keys (states, in h.keys'
+// order): all kept, they now live until at least until; else nothing
+// changes, and h ends at its keysUntil unless a later heartbeat keeps them.
+// A key missing on the node that ran the heartbeat may have been deleted,
+// or may be on the other node of a slot migration: either way h is not
+// sure of it any more, but not sure that it is gone either.
+func (h *Hold) kept(states []scripts.KeyState, until time.Time) {
+	for _, st := range states {
+		if st != scripts.KeyKept {
+			return
+		}
+	}
+	if until.After(h.keysUntil()) {
+		h.setKeysUntil(until)
+	}
+}
+
+// expireKeys ends, with ErrLost, the holds whose keys may have expired by
+// now, and returns them and the earliest time at which one of the others'
+// keys may expire (zero when none has keys).
+func (t *holdTable) expireKeys(now time.Time) ([]*Hold, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ended []*Hold
+	var next time.Time
+	for id, h := range t.m {
+		if h.keys == nil {
+			continue
+		}
+		u := h.keysUntil()
+		if !u.After(now) {
+			delete(t.m, id)
+			h.cancel(keysLost(h))
+			ended = append(ended, h)
+			continue
+		}
+		if next.IsZero() || u.Before(next) {
+			next = u
+		}
+	}
+	return ended, next
+}
+
+// keysRecreated records that a reclaim recreated the keys of every hold to
+// live until at least until, whatever was known of them before.
+func (t *holdTable) keysRecreated(until time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, h := range t.m {
+		if h.keys != nil {
+			h.setKeysUntil(until)
+		}
+	}
 }

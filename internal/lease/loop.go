@@ -43,7 +43,8 @@ type loop struct {
 	deadline      time.Time       // local lease deadline (published in Session.deadline)
 	beatTimer     *time.Timer
 	deadlineTimer *time.Timer
-	beating       bool // a heartbeat or reclaim helper is in flight
+	keyTimer      *time.Timer // fires when a hold's keys may expire before the lease (see armKeys)
+	beating       bool        // a heartbeat or reclaim helper is in flight
 	backoff       *backoff.ExponentialBackOff
 
 	pending    []pendingRelease // releases whose outcome is unknown; retried
@@ -68,6 +69,9 @@ type beatResult struct {
 	state   scripts.LeaseState
 	revoked []string
 	acked   []string
+	holds   []*Hold            // the holds whose keys it kept alive
+	waits   []*waitEntry       // the waits whose keys it kept alive
+	keys    []scripts.KeyState // per key: holds' keys, then waits', in order
 	err     error
 }
 
@@ -109,6 +113,8 @@ func newLoop(s *Session, sent time.Time) *loop {
 	l.cleanTimer = time.NewTimer(time.Hour)
 	l.cleanTimer.Stop()
 	l.deadlineTimer = time.NewTimer(l.deadline.Sub(time.Now()))
+	l.keyTimer = time.NewTimer(time.Hour)
+	l.keyTimer.Stop()
 	return l
 }
 
@@ -127,6 +133,8 @@ func (l *loop) run() {
 			l.beat()
 		case <-l.deadlineTimer.C:
 			l.checkDeadline()
+		case <-l.keyTimer.C:
+			l.armKeys()
 		case failed := <-l.cleanDone:
 			l.cleaning = false
 			l.pending = append(failed, l.pending...)
@@ -157,11 +165,25 @@ func (l *loop) beat() {
 		acked = append(acked, id)
 	}
 	sent := time.Now()
+	// The keys of holds that may expire before the deadline this heartbeat
+	// or the next one could confirm, plus the lock delay (so that a crashed
+	// holder's keys outlive its lease by that much), and those of every
+	// wait: a hold's keys every few heartbeats.
+	holds := s.holds.due(sent.Add(s.opt.TTL + s.opt.LockDelay + 2*s.opt.Heartbeat))
+	waits := s.waiters.all()
+	var keep []string
+	for _, h := range holds {
+		keep = append(keep, h.keys...)
+	}
+	for _, w := range waits {
+		keep = append(keep, w.keys...)
+	}
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
 	l.wg.Go(func() {
 		defer cancel()
-		state, revoked, err := s.env.Heartbeat(ctx, s.id, s.opt.TTL, acked)
-		l.beatDone <- beatResult{sent: sent, state: state, revoked: revoked, acked: acked, err: err}
+		state, revoked, keys, err := s.env.Heartbeat(ctx, s.id, s.opt.TTL, acked, keep, s.keepFor())
+		l.beatDone <- beatResult{sent: sent, state: state, revoked: revoked, acked: acked,
+			holds: holds, waits: waits, keys: keys, err: err}
 	})
 }
 
@@ -205,8 +227,54 @@ func (l *loop) onBeat(r beatResult) {
 	for _, id := range r.revoked {
 		l.revoke(id)
 	}
+	l.kept(r)
 	l.beatTimer.Reset(r.sent.Add(s.opt.Heartbeat).Sub(now))
 	l.clean()
+}
+
+// kept records what heartbeat r did with the keys it kept alive, then
+// rearms the key timer.
+func (l *loop) kept(r beatResult) {
+	s := l.s
+	until := clock.Deadline(r.sent, s.keepFor())
+	i := 0
+	for _, h := range r.holds {
+		h.kept(r.keys[i:i+len(h.keys)], until)
+		i += len(h.keys)
+	}
+	for _, w := range r.waits {
+		ok := true
+		for _, st := range r.keys[i : i+w.held] {
+			// Only a key kept counts (see keysFrom): one missing here may
+			// exist on the other node of a slot migration.
+			ok = ok && st == scripts.KeyKept
+		}
+		i += len(w.keys)
+		if ok {
+			w.keptBy(r.sent)
+		}
+	}
+	l.armKeys()
+}
+
+// armKeys ends the holds whose keys may have expired, and sets the key
+// timer to when the next one's may. Their keys normally outlive the lease
+// (held_ms, and each heartbeat keeps them keepFor): this only ends holds
+// whose keys a heartbeat could not keep (KeyRefused, as on a node the
+// namespace's slot is migrating from) or a grant that took longer than a
+// TTL.
+func (l *loop) armKeys() {
+	now := time.Now()
+	ended, next := l.s.holds.expireKeys(now)
+	for _, h := range ended {
+		l.log.Warn("hold lost: its keys could not be kept alive in Redis", "session", l.s.id,
+			"kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
+	}
+	if next.IsZero() {
+		l.keyTimer.Stop()
+		return
+	}
+	l.keyTimer.Reset(next.Sub(now))
 }
 
 // confirmed moves the deadline after a renewal sent at sent was confirmed.
@@ -265,6 +333,10 @@ func (l *loop) onReclaim(r reclaimResult) {
 			return fmt.Errorf("%w: %s could not be reclaimed after Redis lost its data", ErrLost, h.describe())
 		})
 	}
+	// The reclaim recreated the holds' keys to live held_ms (see
+	// reclaim.lua): after Redis lost its data, that is all they have.
+	s.holds.keysRecreated(clock.Deadline(r.sent, s.heldFor()))
+	l.armKeys()
 	kept := s.holds.len()
 	s.met.reclaimed(kept, len(r.lost))
 	l.log.Warn("reclaimed after Redis lost its data", "session", s.id, "reclaimed", kept, "lost", len(r.lost))

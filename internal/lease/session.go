@@ -143,7 +143,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		reqs:   make(chan func(*loop), 64),
 		exited: make(chan struct{}),
 	}
-	s.waiters.m = make(map[string]chan notice)
+	s.waiters.m = make(map[string]*waitEntry)
 	s.holds.m = make(map[string]*Hold)
 	s.holds.early = make(map[string]time.Time)
 	rc := make(chan struct{})

@@ -15,7 +15,7 @@ var ACLCommands = []string{
 	"evalsha", "eval", "evalsha_ro", "eval_ro", "subscribe",
 	// Called by the scripts.
 	"time", "publish", "exists", "get", "set", "del", "pexpire", "persist", "pttl",
-	"hget", "hset", "hdel", "hmget", "hincrby", "hexists", "hkeys", "hgetall",
+	"hget", "hset", "hsetnx", "hdel", "hmget", "hincrby", "hexists", "hkeys", "hgetall",
 	"llen", "lpos", "rpush", "lpop", "lindex", "lrange", "lrem",
 	"zadd", "zrange", "zrem", "zscore",
 }

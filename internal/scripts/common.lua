@@ -147,6 +147,31 @@ local function withdraw(p, hid)
   end
 end
 
+-- held_ms returns how long a grant keeps the keys of a resource at least
+-- (ms): 2 * ttl + ld, the TTL and lock delay of the grantee's session (ms,
+-- strings, or false). Its heartbeat then keeps them 3 * ttl + ld (see
+-- heartbeat.lua): a crashed holder's keys are gone at most 2 * ttl after
+-- its lease, and a lock delay it leaves still applies.
+local function held_ms(ttl, ld)
+  return 2 * tonumber(ttl or '10000') + tonumber(ld or '0')
+end
+
+-- held_ms_of is held_ms for hold id hid's session.
+local function held_ms_of(p, hid)
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ttl', 'ld')
+  return held_ms(l[1], l[2])
+end
+
+-- keep_at_least makes key k live at least ms more, never less than it
+-- would have: a key without an expiry gets one (every key passed here
+-- expires once nobody holds or waits for it).
+local function keep_at_least(k, ms)
+  local s = string.format('%.0f', ms)
+  if redis.call('PEXPIRE', k, s, 'NX') == 0 then
+    redis.call('PEXPIRE', k, s, 'GT')
+  end
+end
+
 -- busy is the reply of an acquire that did not grant: {0, wait ms, queue
 -- position}. With queue "1" the caller's entry joins the FIFO queue q, once
 -- (a re-check keeps its place); pos is the reply of LPOS when the caller
@@ -166,6 +191,10 @@ local function busy(q, entry, wait, queue, grace, pos)
   end
   if not pos then
     pos = redis.call('RPUSH', q, entry) - 1
+    if pos == 0 then
+      -- A new queue: it expires unless its waiters' heartbeats keep it.
+      redis.call('PEXPIRE', q, string.format('%.0f', held_ms_of(prefix_of(q), entry)))
+    end
   end
   return {R_BUSY, wait, pos}
 end
@@ -191,8 +220,15 @@ end
 -- it held was the last token, and a lock delay still running ('free'), which
 -- keeps it at least until then. Tokens stay increasing across the expiry: a
 -- new grant takes the server time in µs, which has moved on by far more than
--- the grants of the last 'i' ms could have added (see next_token). Every
--- grant removes the expiry (PERSIST) before the grant can matter.
+-- the grants of the last 'i' ms could have added (see next_token).
+--
+-- Held resources expire too, so that a holder that crashed leaves nothing
+-- behind: a grant keeps the resource's keys at least held_ms (twice the
+-- grantee's TTL plus its lock delay), and the holder's heartbeat keeps them
+-- alive for as long as it holds them (see heartbeat.lua); the session
+-- cancels a hold whose keys it could not keep alive before they could
+-- expire (internal/lease, keyUntil). A write that does not grant never
+-- shortens a held resource's expiry (KEEPTTL, keep_at_least).
 
 -- idle_ms returns how long an idle resource granted to a session with lease
 -- TTL ttl (ms, a string, or false) is kept: 2 * ttl, or 20 s when unknown.

@@ -43,6 +43,7 @@ if free then
 end
 if ARGV[3] == '1' then
   redis.call('HSET', c, hid, ARGV[6])
+  keep_at_least(c, held_ms_of(p, hid)) -- then the candidates' heartbeats keep it
 elseif not st.hid then
   single_idle(k, q) -- a lock delay or a grace: nobody leads, maybe nobody waits
 end

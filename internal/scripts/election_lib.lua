@@ -38,7 +38,7 @@ local function single_grant(p, k, hid, last)
   local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ld', 'ttl')
   local tok = math.max(tonumber(last or '0') + 1, now_us())
   redis.call('HSET', k, 'hid', hid, 'tok', string.format('%.0f', tok), 'ld', l[1] or '0', 'i', idle_ms(l[2]))
-  redis.call('PERSIST', k)
+  keep_at_least(k, held_ms(l[2], l[1]))
   return tok
 end
 
@@ -55,6 +55,7 @@ local function single_free(p, k, st)
     if ld > 0 then
       st.free = now_ms() + ld
       redis.call('HSET', k, 'free', string.format('%.0f', st.free))
+      keep_at_least(k, ld)
     end
     redis.call('HDEL', k, 'hid')
     st.hid = false

@@ -85,3 +85,39 @@ func (k Keys) RWMutex(name string) string { return k.Prefix + keyRWMutex + name 
 
 // RWMutexReaders is the hash {ns}:rwr:<name>: reader hold id -> "<lock delay>:<token>".
 func (k Keys) RWMutexReaders(name string) string { return k.Prefix + keyRWMutexReaders + name }
+
+// Kept returns the keys of r that a session keeps alive with its heartbeat
+// (see heartbeat.lua and common.lua held_ms): for a hold (held), the keys
+// that record it, which must exist while it does; for a wait, those and
+// the queue (and an election's candidate values). A pool's keys are its
+// membership, which is configuration and never expires: none.
+func (k Keys) Kept(r Resource, held bool) []string {
+	var keys []string
+	switch r.Kind {
+	case Mutex:
+		keys = []string{k.Mutex(r.Name)}
+	case Semaphore:
+		keys = []string{k.SemaphoreHolders(r.Name), k.Semaphore(r.Name)}
+	case Election:
+		keys = []string{k.Election(r.Name)}
+	case RWMutex:
+		keys = []string{k.RWMutex(r.Name)}
+		if r.Shared {
+			keys = []string{k.RWMutexReaders(r.Name), k.RWMutex(r.Name)}
+		}
+	case Pool:
+		if held {
+			return nil
+		}
+	}
+	if held {
+		return keys
+	}
+	if r.Kind == RWMutex && !r.Shared {
+		keys = append(keys, k.RWMutexReaders(r.Name))
+	}
+	if r.Kind == Election {
+		keys = append(keys, k.ElectionCandidates(r.Name))
+	}
+	return append(keys, k.Queue(r.Kind, r.Name))
+}

@@ -32,7 +32,9 @@ if lease[1] == '0' and not lease[2] then
       local last = string.sub(v, 2, string.find(v, '|', 2, true) - 1)
       if last ~= '' then
         local tok, n = new_token(last)
-        redis.call('SET', m, hid .. '|' .. tok .. '|' .. string.sub(ARGV[2], 3) .. '|' .. 2 * lease[3] .. '||')
+        local ld = string.sub(ARGV[2], 3)
+        -- Kept held_ms (see common.lua); the holder's heartbeat keeps it.
+        redis.call('SET', m, hid .. '|' .. tok .. '|' .. ld .. '|' .. 2 * lease[3] .. '||', 'PX', 2 * lease[3] + ld)
         return {R_GRANTED, n}
       end
     end
@@ -51,6 +53,10 @@ if lease[1] == '0' and not lease[2] then
         local pos = redis.call('LPOS', q, hid)
         if not pos then
           pos = redis.call('RPUSH', q, hid) - 1
+          if pos == 0 then
+            -- A new queue expires unless its waiters' heartbeats keep it.
+            redis.call('PEXPIRE', q, 2 * lease[3] + string.sub(ARGV[2], 3))
+          end
           if string.sub(v, -1) == '|' then
             redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_lib.lua)
           end

@@ -13,7 +13,11 @@
 --   w     "1" while the queue {ns}:q:m:<name> may hold an entry: set by the
 --         script that queues, cleared by the first write that finds the
 --         queue empty; the fast paths trust it instead of asking LLEN
--- The key expires only while idle: no holder and no waiter (see m_save).
+-- The key always expires: a grant keeps it held_ms (see common.lua), and
+-- the holder's heartbeat keeps it while held; writes that do not grant keep
+-- its expiry while it has a holder, and once it has none it is kept 'i' ms
+-- (and at least until a lock delay ends) after each write, waiters'
+-- heartbeats keeping it while they wait (see m_save).
 -- The fast paths of mutex_acquire.lua and mutex_release.lua parse and build
 -- the same string inline (they run before these helpers exist).
 
@@ -37,21 +41,26 @@ local function m_load(m)
   return {exists = true, hid = f(hid), tok = f(tok), ld = f(ld), i = f(i), free = f(free), w = w == '1'}
 end
 
--- m_save writes state st to mutex m (queue q): with no expiry while it has a
--- holder or waiters, else expiring after 'i' ms and not before a lock delay
--- ends; kept when no grant recorded 'i'. A waiter mark over an empty queue
--- is cleared first.
+-- m_save writes state st to mutex m (queue q). A grant (st.held, set by
+-- m_grant) keeps it held_ms; any other write keeps the expiry while it has
+-- a holder, else sets it to 'i' ms (20 s when no grant recorded 'i') and
+-- not before a lock delay ends. A waiter mark over an empty queue is
+-- cleared first.
 local function m_save(m, q, st)
   if st.w and redis.call('LLEN', q) == 0 then
     st.w = false
   end
   local v = (st.hid or '') .. '|' .. (st.tok or '') .. '|' .. (st.ld or '') .. '|' .. (st.i or '') .. '|' ..
     (st.free or '') .. '|' .. (st.w and '1' or '')
-  if st.hid or st.w or not st.i then
-    redis.call('SET', m, v)
+  if st.held then
+    redis.call('SET', m, v, 'PX', string.format('%.0f', st.held))
     return
   end
-  local keep = tonumber(st.i)
+  if st.hid and st.exists then
+    redis.call('SET', m, v, 'KEEPTTL')
+    return
+  end
+  local keep = tonumber(st.i or idle_ms(false))
   if st.free then
     keep = math.max(keep, tonumber(st.free) - now_ms())
   end
@@ -66,7 +75,7 @@ local function m_grant(p, st, hid)
   local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ld', 'ttl')
   local tok = math.max(tonumber(st.tok or '0') + 1, now_us())
   st.hid, st.tok, st.ld, st.i = hid, string.format('%.0f', tok), l[1] or '0', idle_ms(l[2])
-  st.free = false
+  st.free, st.held = false, held_ms(l[2], l[1])
   return tok
 end
 

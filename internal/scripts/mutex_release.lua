@@ -38,7 +38,7 @@ if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
       if l[1] then
         redis.call('LPOP', q)
         local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
-        redis.call('SET', m, nxt .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1')
+        redis.call('SET', m, nxt .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
         local msg = 'g|' .. nxt .. '|' .. tok .. '|' .. string.sub(m, #p + 3)
         redis.call(string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
         return REL_FREED

@@ -27,6 +27,9 @@ end
 -- 'g': a grace is pending (see check_caller).
 redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'ttl', ARGV[3], 'ld', ARGV[4], 'g', '1')
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+-- Every reclaimed resource's keys are kept at least held_ms, as by a grant
+-- (see common.lua); the session's heartbeat keeps them from then on.
+local held = held_ms(ARGV[3], ARGV[4])
 
 local function keep_max(k, f, tok)
   local last = tonumber(redis.call('HGET', k, f) or '0')
@@ -38,6 +41,7 @@ end
 local function single(k, hid, tok)
   local cur = redis.call('HGET', k, 'hid')
   if cur == hid then
+    keep_at_least(k, held)
     return true
   end
   if cur and alive(p, cur) then
@@ -45,7 +49,7 @@ local function single(k, hid, tok)
     return false
   end
   redis.call('HSET', k, 'hid', hid, 'i', string.format('%.0f', 2 * tonumber(ARGV[3])))
-  redis.call('PERSIST', k)
+  keep_at_least(k, held)
   if ARGV[4] ~= '0' then
     redis.call('HSET', k, 'ld', ARGV[4])
   end
@@ -63,6 +67,9 @@ local function mutex(m, q, hid, tok)
     else
       st.hid, st.i, st.ld = hid, string.format('%.0f', 2 * tonumber(ARGV[3])), ARGV[4]
     end
+  end
+  if ok then
+    st.held = held
   end
   if tok > tonumber(st.tok or '0') then
     st.tok = string.format('%.0f', tok) -- the stored token stays the highest one known
@@ -87,6 +94,7 @@ for i = 5, #ARGV, 6 do
     local meta, holders = p .. K_SEMAPHORE .. name, p .. K_SEMAPHORE_HOLDERS .. name
     if redis.call('HEXISTS', holders, hid) == 1 then
       ok = true
+      sem_keep(meta, holders, held)
     else
       if not redis.call('HGET', meta, 'limit') then
         redis.call('HSET', meta, 'limit', extra)
@@ -96,7 +104,7 @@ for i = 5, #ARGV, 6 do
         redis.call('HSET', holders, hid, n .. ':' .. string.format('%.0f', tok))
         redis.call('HINCRBY', meta, 'used', n)
         redis.call('HSET', meta, 'i', string.format('%.0f', 2 * tonumber(ARGV[3])))
-        redis.call('PERSIST', meta)
+        sem_keep(meta, holders, held)
         keep_max(meta, 'tok', tok)
         ok = true
       end

@@ -153,7 +153,7 @@ func failed(n int, err error) []rueidis.RedisResult {
 // session sid's lease (a write of this connection, after the hand-off in the
 // replication stream) and WAITs for it. It reports whether the lease existed.
 func (e Env) Confirm(ctx context.Context, sid string, ttl time.Duration) (bool, error) {
-	r, err := e.execWait(ctx, heartbeat, []string{e.K.Lease(sid)}, []string{ms(ttl), e.K.Prefix})
+	r, err := e.execWait(ctx, heartbeat, []string{e.K.Lease(sid)}, []string{ms(ttl), e.K.Prefix, "0", "0"})
 	if err != nil {
 		return false, err
 	}

@@ -31,22 +31,35 @@ if lease[1] == '0' and not lease[2] then
     -- returns its token); a writer when no reader holds (dead ones too:
     -- the full path clears them) and no lost reader's lock delay runs.
     local ok
-    if shared then
-      ok = redis.call('HEXISTS', r, hid) == 0
-    else
+    if not shared then
       ok = not st[5] and redis.call('EXISTS', r) == 0
     end
-    if ok then
+    if shared or ok then
       local tok, n = new_token(st[2])
       local ld = lease[4] or '0'
+      local held = 2 * lease[3] + ld
       if shared then
-        redis.call('HSET', r, hid, ld .. ':' .. tok)
-        redis.call('HSET', k, 'tok', tok, 'i', 2 * lease[3])
-      else
-        redis.call('HSET', k, 'w', hid, 'wld', ld, 'tok', tok, 'i', 2 * lease[3])
+        -- HSETNX: a retry (hid already there) takes the full path, which
+        -- returns its token.
+        ok = redis.call('HSETNX', r, hid, ld .. ':' .. tok) == 1
       end
-      redis.call('PERSIST', k) -- it expires while idle (see common.lua)
-      return {R_GRANTED, n}
+      if ok then
+        -- Keep the keys at least held_ms, never less (see common.lua
+        -- keep_at_least): readers share them, so only raise their expiry
+        -- (a new readers hash has none: NX). A writer holds k alone: k
+        -- has existed since a grant or an idle release gave it an expiry.
+        if shared then
+          redis.call('HSET', k, 'tok', tok, 'i', 2 * lease[3])
+          if redis.call('PEXPIRE', r, held, 'NX') == 0 then
+            redis.call('PEXPIRE', r, held, 'GT')
+          end
+          redis.call('PEXPIRE', k, held, 'GT')
+        else
+          redis.call('HSET', k, 'w', hid, 'wld', ld, 'tok', tok, 'i', 2 * lease[3])
+          redis.call('PEXPIRE', k, held)
+        end
+        return {R_GRANTED, n}
+      end
     end
   elseif writer and writer ~= hid then
     -- A writer holds: busy while its session is live, the same reply as
@@ -62,6 +75,10 @@ if lease[1] == '0' and not lease[2] then
       local pos = redis.call('LPOS', q, e)
       if not pos then
         pos = redis.call('RPUSH', q, e) - 1
+        if pos == 0 then
+          -- A new queue expires unless its waiters' heartbeats keep it.
+          redis.call('PEXPIRE', q, 2 * lease[3] + (lease[4] or '0'))
+        end
         if not st[3] then
           redis.call('HSET', k, 'q', '1') -- see rw_mark; k has 'i' (a grant set it)
         end

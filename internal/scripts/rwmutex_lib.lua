@@ -30,6 +30,7 @@ local function rw_writer(p, k)
   local ld = tonumber(v[2] or '0')
   if ld > 0 then
     redis.call('HSET', k, 'free', string.format('%.0f', now_ms() + ld))
+    keep_at_least(k, ld)
   end
   redis.call('HDEL', k, 'w', 'wld')
   return nil
@@ -54,6 +55,7 @@ local function rw_reader(p, k, r)
   end
   if wfree > 0 and wfree > tonumber(redis.call('HGET', k, 'wfree') or '0') then
     redis.call('HSET', k, 'wfree', string.format('%.0f', wfree))
+    keep_at_least(k, wfree - now_ms())
   end
   return live
 end
@@ -81,26 +83,28 @@ local function rw_delay(k)
 end
 
 -- rw_record_grant stores what every grant stores in k: how long k is kept
--- once idle (twice the TTL of hid's session), and no expiry while held.
--- It returns hid's session's lock delay (ms, a string).
+-- once idle (twice the TTL of hid's session). It returns hid's session's
+-- lock delay (ms, a string) and held_ms (see common.lua), how long the
+-- grant keeps the keys at least.
 local function rw_record_grant(p, k, hid)
   local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ld', 'ttl')
   redis.call('HSET', k, 'i', idle_ms(l[2]))
-  redis.call('PERSIST', k)
-  return l[1] or '0'
+  return l[1] or '0', held_ms(l[2], l[1])
 end
 
 -- rw_grant grants k to hid, shared or exclusive, and returns the new token:
 -- one counter for readers and writers, so every grant's token exceeds every
 -- earlier one on the name.
 local function rw_grant(p, k, r, hid, shared)
-  local ld = rw_record_grant(p, k, hid)
+  local ld, held = rw_record_grant(p, k, hid)
   local tok = next_token(k, 'tok')
   if shared then
     redis.call('HSET', r, hid, ld .. ':' .. string.format('%.0f', tok))
+    keep_at_least(r, held)
   else
     redis.call('HSET', k, 'w', hid, 'wld', ld)
   end
+  keep_at_least(k, held)
   return tok
 end
 
@@ -195,6 +199,7 @@ local function rw_mark(k, q, ttl)
   redis.call('HSET', k, 'q', '1')
   if redis.call('HEXISTS', k, 'i') == 0 then
     redis.call('HSET', k, 'i', idle_ms(ttl))
+    keep_at_least(k, tonumber(idle_ms(ttl)))
   end
 end
 
@@ -241,7 +246,10 @@ local function rw_reclaim(p, k, r, hid, tok, shared, ttl, ld)
   end
   if ok then
     redis.call('HSET', k, 'i', string.format('%.0f', 2 * tonumber(ttl)))
-    redis.call('PERSIST', k)
+    keep_at_least(k, held_ms(ttl, ld))
+    if shared then
+      keep_at_least(r, held_ms(ttl, ld))
+    end
   end
   if tok > tonumber(redis.call('HGET', k, 'tok') or '0') then
     redis.call('HSET', k, 'tok', string.format('%.0f', tok))

@@ -434,51 +434,77 @@ const (
 )
 
 // Heartbeat renews the lease of session sid for ttl, forgetting the revoked
-// hold ids in acked. It reports the lease state and the hold ids taken away
-// from the session that are not acknowledged yet.
-func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked []string) (LeaseState, []string, error) {
-	args := make([]string, 0, 2+len(acked))
-	args = append(args, ms(ttl), e.K.Prefix)
+// hold ids in acked, and keeps the keys in keep alive for at least keepFor
+// (see heartbeat.lua). It reports the lease state, the hold ids taken away
+// from the session that are not acknowledged yet, and for each key of keep
+// whether it now lives at least keepFor (KeyKept), is missing (KeyMissing)
+// or was refused (KeyRefused, as on a node the slot is migrating from).
+func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked, keep []string, keepFor time.Duration) (LeaseState, []string, []KeyState, error) {
+	args := make([]string, 0, 4+len(acked)+len(keep))
+	args = append(args, ms(ttl), e.K.Prefix, ms(keepFor), strconv.Itoa(len(acked)))
 	args = append(args, acked...)
+	args = append(args, keep...)
 	for attempt := 0; ; attempt++ {
 		res, err := e.execWait(ctx, heartbeat, []string{e.K.Lease(sid)}, args)
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 		v, err := res.ToArray()
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 		if len(v) == 0 {
-			return 0, nil, errReply
+			return 0, nil, nil, errReply
 		}
 		status, err := v[0].AsInt64()
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 		switch status {
 		case replyEpochMissing:
 			if attempt > 0 {
-				return 0, nil, fmt.Errorf("%w: epoch marker missing again", errReply)
+				return 0, nil, nil, fmt.Errorf("%w: epoch marker missing again", errReply)
 			}
 			if err := e.InitEpoch(ctx); err != nil {
-				return 0, nil, err
+				return 0, nil, nil, err
 			}
 			continue
 		case replyGone, replyReclaimable:
-			return LeaseState(status), nil, nil
+			return LeaseState(status), nil, nil, nil
 		}
-		revoked := make([]string, 0, len(v)-1)
-		for _, m := range v[1:] {
+		if len(v) < 2 {
+			return 0, nil, nil, errReply
+		}
+		codes, err := v[1].ToString()
+		codes, ok := strings.CutPrefix(codes, "k")
+		if err != nil || !ok || len(codes) != len(keep) {
+			return 0, nil, nil, fmt.Errorf("%w: %d key states for %d keys", errReply, len(codes), len(keep))
+		}
+		states := make([]KeyState, len(codes))
+		for i := range len(codes) {
+			states[i] = KeyState(codes[i])
+		}
+		revoked := make([]string, 0, len(v)-2)
+		for _, m := range v[2:] {
 			s, err := m.ToString()
 			if err != nil {
-				return 0, nil, err
+				return 0, nil, nil, err
 			}
 			revoked = append(revoked, s)
 		}
-		return Renewed, revoked, nil
+		return Renewed, revoked, states, nil
 	}
 }
+
+// KeyState is what a heartbeat did with a key it was asked to keep alive.
+type KeyState byte
+
+// Key states reported by Heartbeat.
+const (
+	KeyKept    KeyState = '1' // it lives at least as long as asked, or has no expiry
+	KeyMissing KeyState = '0' // it does not exist
+	KeyRefused KeyState = 'e' // Redis refused to touch it
+)
 
 // Held is a hold to reclaim.
 type Held struct {

@@ -44,14 +44,26 @@ local function sem_fits(p, meta, holders, n)
   return sem_purge(p, meta, holders) + n <= limit
 end
 
+-- sem_keep keeps meta and holders at least ms more (see common.lua
+-- keep_at_least): what a grant does, so that the keys of a semaphore whose
+-- holders all crashed expire. A limit an operator set is configuration:
+-- its meta keeps no expiry.
+local function sem_keep(meta, holders, ms)
+  keep_at_least(holders, ms)
+  if not redis.call('HGET', meta, 'set') then
+    keep_at_least(meta, ms)
+  end
+end
+
 -- sem_grant records n permits for hid and returns the new token; the TTL of
 -- hid's session sets how long meta is kept once idle (see common.lua).
 local function sem_grant(p, meta, holders, hid, n)
   local tok = next_token(meta, 'tok')
   redis.call('HSET', holders, hid, n .. ':' .. string.format('%.0f', tok))
   redis.call('HINCRBY', meta, 'used', n)
-  redis.call('HSET', meta, 'i', idle_ms(redis.call('HGET', p .. K_LEASE .. sid_of(hid), 'ttl')))
-  redis.call('PERSIST', meta)
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ttl', 'ld')
+  redis.call('HSET', meta, 'i', idle_ms(l[1]))
+  sem_keep(meta, holders, held_ms(l[1], l[2]))
   return tok
 end
 

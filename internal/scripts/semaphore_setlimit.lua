@@ -13,6 +13,13 @@ if ARGV[4] == '0' then
     return 0
   end
   redis.call('HDEL', KEYS[1], 'set')
+  -- meta had no expiry while set: from now on it lives as long as the
+  -- holders and waiters keep their keys (their heartbeats keep meta too),
+  -- and expires once idle (sem_idle below).
+  local t = math.max(redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]))
+  if t > 0 then
+    keep_at_least(KEYS[1], t)
+  end
 else
   redis.call('HSET', KEYS[1], 'limit', ARGV[4], 'set', '1')
   redis.call('PERSIST', KEYS[1])
