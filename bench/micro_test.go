@@ -453,14 +453,14 @@ func BenchmarkLua(b *testing.B) {
 		prefix, sid := luaFixture(b, e)
 		keys := []string{prefix + "s:" + sid}
 		ctx := context.Background()
-		if v, err := hb.Exec(ctx, e.c, keys, []string{"60000", prefix}).ToArray(); err != nil || len(v) < 1 {
+		if v, err := hb.Exec(ctx, e.c, keys, []string{"60000", prefix, "60000", "0"}).ToArray(); err != nil || len(v) < 1 {
 			b.Skipf("heartbeat.lua contract changed: %v %v", v, err)
 		} else if n, _ := v[0].AsInt64(); n != 1 {
 			b.Skipf("heartbeat.lua did not renew: %v", v)
 		}
 		e.measure(func() {
 			for b.Loop() {
-				_ = hb.Exec(ctx, e.c, keys, []string{"60000", prefix})
+				_ = hb.Exec(ctx, e.c, keys, []string{"60000", prefix, "60000", "0"})
 			}
 		})
 	})

@@ -545,3 +545,47 @@ func TestBadInput(t *testing.T) {
 	}
 	release(t, ctx, h)
 }
+
+// TestHandOffKeepsKeys: a hand-off (the release's fast path) keeps the
+// keys for the grantee's session, not the releaser's: a writer with a long
+// TTL handed the mutex by a reader with a short one, then readers handed
+// it by that writer, find the keys kept at least 2 x their TTL.
+func TestHandOffKeepsKeys(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	probe := testutil.Client(t, addr)
+	short := testutil.Dial(t, addr, ns, session.Options{TTL: time.Second})
+	long := testutil.Dial(t, addr, ns, session.Options{TTL: 30 * time.Second})
+	pttl := func(key string) time.Duration {
+		t.Helper()
+		n, err := probe.Do(ctx, probe.B().Pttl().Key("{"+ns+"}:"+key).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(n) * time.Millisecond
+	}
+
+	r, err := rwmutex.New(short, "x").RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lock(ctx, rwmutex.New(long, "x"), false)
+	waitQueue(t, ctx, rwmutex.New(short, "x"), "w")
+	release(t, ctx, r)
+	w := recv(t, ctx, got, "handed-over writer")
+	if d := pttl("rw:x"); d < 30*time.Second {
+		t.Errorf("writer handed over: rw key PTTL %v, want at least 2 x its TTL (60 s) less the time since", d)
+	}
+
+	got = lock(ctx, rwmutex.New(long, "x"), true)
+	waitQueue(t, ctx, rwmutex.New(short, "x"), "r")
+	release(t, ctx, w)
+	r = recv(t, ctx, got, "handed-over reader")
+	for _, key := range []string{"rw:x", "rwr:x"} {
+		if d := pttl(key); d < 30*time.Second {
+			t.Errorf("reader handed over: %s PTTL %v, want at least 2 x its TTL (60 s) less the time since", key, d)
+		}
+	}
+	release(t, ctx, r)
+}

@@ -76,9 +76,10 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		switch {
 		case err == nil && next.Status == scripts.Granted:
 			// Granted by this attempt, or by an earlier one whose outcome
-			// was unknown.
+			// was unknown, or handed over to it while it waited (a re-check
+			// that wins the race with the notification answers granted).
 			granted := sent
-			if unsure {
+			if unsure || wait {
 				granted = notBefore
 			}
 			return s.addHold(r, hid, next.Resource, next.Token, start, s.keysFrom(granted, w), false, uncertain)
@@ -235,7 +236,7 @@ func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64,
 	if !s.holds.add(h) {
 		return nil, nil, h.Err()
 	}
-	if h.keys != nil && until.Before(s.Deadline()) {
+	if h.keys != nil && h.endsAt().Before(s.Deadline()) {
 		// Its keys may expire before the lease: end it then, unless a
 		// heartbeat keeps them first (a grant that took longer than a TTL).
 		s.post(func(l *loop) { l.armKeys() })

@@ -108,7 +108,7 @@ func (h *Hold) Err() error {
 	if err := h.s.pastDeadline(); err != nil {
 		return err
 	}
-	if h.keys != nil && time.Since(h.s.base) >= time.Duration(h.keyUntil.Load()) {
+	if h.keys != nil && !time.Now().Before(h.endsAt()) {
 		return keysLost(h)
 	}
 	return nil
@@ -117,6 +117,13 @@ func (h *Hold) Err() error {
 // keysUntil returns until when h's keys surely exist.
 func (h *Hold) keysUntil() time.Time {
 	return h.s.base.Add(time.Duration(h.keyUntil.Load()))
+}
+
+// endsAt returns when h ends unless a heartbeat keeps its keys first: a
+// lock delay before they could expire, so that the lock delay still keeps
+// the next holder out after it (the keys that record it go with them).
+func (h *Hold) endsAt() time.Time {
+	return h.keysUntil().Add(-h.s.opt.LockDelay)
 }
 
 // setKeysUntil records that h's keys surely exist until t.

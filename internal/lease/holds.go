@@ -146,9 +146,9 @@ func (h *Hold) kept(states []scripts.KeyState, until time.Time) {
 	}
 }
 
-// expireKeys ends, with ErrLost, the holds whose keys may have expired by
-// now, and returns them and the earliest time at which one of the others'
-// keys may expire (zero when none has keys).
+// expireKeys ends, with ErrLost, the holds whose keys may expire by now
+// plus their lock delay (Hold.endsAt), and returns them and the earliest
+// time at which another must end (zero when none has keys).
 func (t *holdTable) expireKeys(now time.Time) ([]*Hold, time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -158,7 +158,7 @@ func (t *holdTable) expireKeys(now time.Time) ([]*Hold, time.Time) {
 		if h.keys == nil {
 			continue
 		}
-		u := h.keysUntil()
+		u := h.endsAt()
 		if !u.After(now) {
 			delete(t.m, id)
 			h.cancel(keysLost(h))
@@ -172,12 +172,10 @@ func (t *holdTable) expireKeys(now time.Time) ([]*Hold, time.Time) {
 	return ended, next
 }
 
-// keysRecreated records that a reclaim recreated the keys of every hold to
+// keysRecreated records that a reclaim recreated the keys of holds to
 // live until at least until, whatever was known of them before.
-func (t *holdTable) keysRecreated(until time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, h := range t.m {
+func keysRecreated(holds []*Hold, until time.Time) {
+	for _, h := range holds {
 		if h.keys != nil {
 			h.setKeysUntil(until)
 		}

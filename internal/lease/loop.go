@@ -76,9 +76,10 @@ type beatResult struct {
 }
 
 type reclaimResult struct {
-	sent time.Time
-	lost []string
-	err  error
+	sent  time.Time
+	holds []*Hold // the holds it reclaimed, or tried to
+	lost  []string
+	err   error
 }
 
 type pendingRelease struct {
@@ -308,7 +309,7 @@ func (l *loop) reclaim() {
 	l.wg.Go(func() {
 		defer cancel()
 		lost, err := s.env.Reclaim(ctx, s.id, s.opt.Owner, s.opt.TTL, s.opt.LockDelay, holds)
-		l.reclaimDone <- reclaimResult{sent: sent, lost: lost, err: err}
+		l.reclaimDone <- reclaimResult{sent: sent, holds: live, lost: lost, err: err}
 	})
 }
 
@@ -335,7 +336,7 @@ func (l *loop) onReclaim(r reclaimResult) {
 	}
 	// The reclaim recreated the holds' keys to live held_ms (see
 	// reclaim.lua): after Redis lost its data, that is all they have.
-	s.holds.keysRecreated(clock.Deadline(r.sent, s.heldFor()))
+	keysRecreated(r.holds, clock.Deadline(r.sent, s.heldFor()))
 	l.armKeys()
 	kept := s.holds.len()
 	s.met.reclaimed(kept, len(r.lost))
@@ -481,6 +482,7 @@ func (l *loop) shutdown() {
 func (l *loop) stopHelpers() {
 	l.beatTimer.Stop()
 	l.deadlineTimer.Stop()
+	l.keyTimer.Stop()
 	l.cleanTimer.Stop()
 	l.stopBg()
 	l.wg.Wait()

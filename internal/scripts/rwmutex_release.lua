@@ -62,8 +62,9 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
       -- restart grace is pending (see check_caller). Grant the head as
       -- rw_serve would: a writer, or every reader up to the first writer,
       -- which then waits for them. A dead waiter (its lease has no 'ld')
-      -- is left to the full path, which drops it and serves on. k is
-      -- persistent: the released hold's grant made it so.
+      -- is left to the full path, which drops it and serves on. Each
+      -- grant keeps k (and r, for readers) at least held_ms, never less
+      -- (see keep_at_least in common.lua).
       local tok, n
       local name = string.sub(k, #p + 4)
       local pub = string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH'
@@ -92,11 +93,18 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
         else
           tok, n = new_token(st[6])
         end
+        local held = 2 * l[2] + l[1]
         if mode == 'w' then
           redis.call('HSET', k, 'w', nxt, 'wld', l[1], 'tok', tok, 'i', 2 * l[2])
         else
           redis.call('HSET', r, nxt, l[1] .. ':' .. tok)
           redis.call('HSET', k, 'tok', tok, 'i', 2 * l[2])
+          if redis.call('PEXPIRE', r, held, 'NX') == 0 then
+            redis.call('PEXPIRE', r, held, 'GT')
+          end
+        end
+        if redis.call('PEXPIRE', k, held, 'NX') == 0 then
+          redis.call('PEXPIRE', k, held, 'GT')
         end
         redis.call(pub, p .. K_CHANNEL .. sid, 'g|' .. nxt .. '|' .. tok .. '|' .. name)
         granted = granted + 1

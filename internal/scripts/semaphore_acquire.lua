@@ -62,6 +62,9 @@ local entry = hid .. '#' .. ARGV[6]
 local stored = redis.call('HGET', meta, 'limit')
 if not stored then
   redis.call('HSET', meta, 'limit', ARGV[7])
+  -- A new meta expires, as every key a grant or a wait keeps (a caller
+  -- that neither holds nor waits, as during a restart grace, leaves it).
+  keep_at_least(meta, held_ms_of(p, hid))
 elseif stored ~= ARGV[7] and (not redis.call('HGET', meta, 'set') or n > tonumber(stored)) then
   -- A limit an operator set overrides every caller's, so that a rolling
   -- deploy can change it (see package semaphore); otherwise a different
