@@ -346,6 +346,10 @@ func luaFixture(b *testing.B, e *microEnv) (prefix, sid string) {
 	return prefix, sid
 }
 
+// luaMutexOpts is the tail of mutex_acquire.lua's options for the lease
+// of luaFixture (TTL 60 s, no lock delay): held_ms, lock delay, idle time.
+const luaMutexOpts = "120000|0|120000"
+
 func BenchmarkLua(b *testing.B) {
 	b.Run("raw-set-nx-px+cad", func(b *testing.B) {
 		e := newMicro(b)
@@ -361,12 +365,12 @@ func BenchmarkLua(b *testing.B) {
 		e := newMicro(b)
 		acq, rel := loadScript(b, "mutex_acquire.lua"), loadScript(b, "mutex_release.lua")
 		prefix, sid := luaFixture(b, e)
-		keys := []string{prefix + "m:x", prefix + "q:m:x", prefix + "s:" + sid}
+		keys, relKeys := []string{prefix + "m:x", prefix + "s:" + sid}, []string{prefix + "m:x"}
 		hid := sid + ".1"
 		ctx := context.Background()
-		// Options: queue when busy, not sharded, lock delay 0; release: not
-		// sharded, no withdrawal.
-		acqArgs, relArgs := []string{hid, "100"}, []string{hid, "00"}
+		// Options: queue when busy, not sharded, held_ms, lock delay 0 and
+		// idle time of a 60 s TTL; release: not sharded, no withdrawal.
+		acqArgs, relArgs := []string{hid, "10" + luaMutexOpts}, []string{hid, "00"}
 		check := func() {
 			v, err := acq.Exec(ctx, e.c, keys, acqArgs).ToArray()
 			if err != nil || len(v) < 2 {
@@ -375,7 +379,7 @@ func BenchmarkLua(b *testing.B) {
 			if n, _ := v[0].AsInt64(); n != 1 {
 				b.Skipf("mutex_acquire.lua did not grant: %v", v)
 			}
-			if n, err := rel.Exec(ctx, e.c, keys, relArgs).AsInt64(); err != nil || n != 1 {
+			if n, err := rel.Exec(ctx, e.c, relKeys, relArgs).AsInt64(); err != nil || n != 1 {
 				b.Skipf("mutex_release.lua contract changed: %v %v", n, err)
 			}
 		}
@@ -384,7 +388,7 @@ func BenchmarkLua(b *testing.B) {
 		e.measure(func() {
 			for b.Loop() {
 				_ = acq.Exec(ctx, e.c, keys, acqArgs)
-				_ = rel.Exec(ctx, e.c, keys, relArgs)
+				_ = rel.Exec(ctx, e.c, relKeys, relArgs)
 			}
 		})
 	})
@@ -416,13 +420,13 @@ func BenchmarkLua(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				n := id.Add(1)
 				name := fmt.Sprintf("p%d", n)
-				keys := []string{prefix + "m:" + name, prefix + "q:m:" + name, prefix + "s:" + sid}
+				keys, relKeys := []string{prefix + "m:" + name, prefix + "s:" + sid}, []string{prefix + "m:" + name}
 				hid := fmt.Sprintf("%s.%d", sid, n)
-				acqArgs, relArgs := []string{hid, "100"}, []string{hid, "00"}
+				acqArgs, relArgs := []string{hid, "10" + luaMutexOpts}, []string{hid, "00"}
 				ctx := context.Background()
 				for pb.Next() {
 					_ = acq.Exec(ctx, e.c, keys, acqArgs)
-					_ = rel.Exec(ctx, e.c, keys, relArgs)
+					_ = rel.Exec(ctx, e.c, relKeys, relArgs)
 				}
 			})
 		})
@@ -431,19 +435,19 @@ func BenchmarkLua(b *testing.B) {
 		e := newMicro(b)
 		acq := loadScript(b, "mutex_acquire.lua")
 		prefix, sid := luaFixture(b, e)
-		keys := []string{prefix + "m:x", prefix + "q:m:x", prefix + "s:" + sid}
+		keys := []string{prefix + "m:x", prefix + "s:" + sid}
 		ctx := context.Background()
-		if v, err := acq.Exec(ctx, e.c, keys, []string{sid + ".1", "100"}).ToArray(); err != nil || len(v) < 2 {
+		if v, err := acq.Exec(ctx, e.c, keys, []string{sid + ".1", "10" + luaMutexOpts}).ToArray(); err != nil || len(v) < 2 {
 			b.Skipf("mutex_acquire.lua contract changed: %v %v", v, err)
 		}
-		if v, err := acq.Exec(ctx, e.c, keys, []string{sid + ".2", "000"}).ToArray(); err != nil || len(v) != 3 {
+		if v, err := acq.Exec(ctx, e.c, keys, []string{sid + ".2", "00" + luaMutexOpts}).ToArray(); err != nil || len(v) != 3 {
 			b.Skipf("mutex_acquire.lua busy reply changed: %v %v", v, err)
 		} else if n, _ := v[0].AsInt64(); n != 0 {
 			b.Skipf("mutex_acquire.lua did not answer busy: %v", v)
 		}
 		e.measure(func() {
 			for b.Loop() {
-				_ = acq.Exec(ctx, e.c, keys, []string{sid + ".2", "000"})
+				_ = acq.Exec(ctx, e.c, keys, []string{sid + ".2", "00" + luaMutexOpts})
 			}
 		})
 	})

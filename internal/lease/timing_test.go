@@ -768,17 +768,16 @@ func (c *countingClient) acquires(k scripts.Keys, sid string) []call {
 	defer c.mu.Unlock()
 	var out []call
 	for _, x := range c.calls {
-		if len(x.cmd) < 7 || (x.cmd[0] != "EVALSHA" && x.cmd[0] != "EVAL") || x.cmd[3] != k.Mutex("x") {
+		if len(x.cmd) < 6 || (x.cmd[0] != "EVALSHA" && x.cmd[0] != "EVAL") || x.cmd[3] != k.Mutex("x") {
 			continue
 		}
 		if e, ok := rueidis.IsRedisErr(x.err); ok && e.IsNoScript() {
 			continue
 		}
-		// Acquire and release have 3 keys (the mutex, its queue, the
-		// caller's lease) and 2 arguments: the hold id "<sid>.<n>" and the
-		// options, "<queue><sharded><lock delay ms>" for acquire (3 bytes or
-		// more), "<sharded><withdraw>" for release.
-		if x.cmd[2] == "3" && len(x.cmd) == 8 && strings.HasPrefix(x.cmd[6], sid+".") && len(x.cmd[7]) >= 3 {
+		// Acquire has 2 keys (the mutex, the caller's lease) and 2
+		// arguments: the hold id "<sid>.<n>" and the options,
+		// "<queue><sharded><held>|<ld>|<i>"; release has 1 key.
+		if x.cmd[2] == "2" && len(x.cmd) == 7 && x.cmd[4] == k.Lease(sid) && strings.HasPrefix(x.cmd[5], sid+".") {
 			out = append(out, x)
 		}
 	}

@@ -1,11 +1,15 @@
 -- mutex_acquire.lua: grant the mutex if it is free and nobody waits before the
 -- caller, else queue the caller FIFO (when asked to wait).
--- KEYS[1] mutex {ns}:m:<name>   KEYS[2] queue {ns}:q:m:<name>
--- KEYS[3] the caller's lease {ns}:s:<sid>
--- ARGV[1] hold id   ARGV[2] options "<queue><sharded><lock delay>": queue
--- "1" to queue when busy, sharded "1" for sharded pub/sub, then the caller's
--- session's lock delay in ms (packed: every argument costs Redis a string
--- on every call, and this script runs for every lock)
+-- KEYS[1] mutex {ns}:m:<name>   KEYS[2] the caller's lease {ns}:s:<sid>;
+-- the queue {ns}:q:m:<name> is built here when needed (see
+-- mutex_release.lua: each declared key costs Redis work on every call)
+-- ARGV[1] hold id   ARGV[2] options "<queue><sharded><held>|<ld>|<i>":
+-- queue "1" to queue when busy, sharded "1" for sharded pub/sub, then the
+-- caller's session's held_ms, lock delay and idle time in ms (see
+-- common.lua; packed, and formatted by the client: every argument costs
+-- Redis a string on every call, and every number the script formats or
+-- parses costs it a printf or a strtod, and this script runs for every
+-- lock)
 -- Returns {1, token} when granted (also when already granted to this hold id,
 -- so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
 -- when not; {-8, grace ms} when not, during a restart grace, to a caller that
@@ -13,13 +17,13 @@
 -- epoch marker is missing (see common.lua grace_left).
 -- A free mutex with live waiters is handed to the first of them here, so a
 -- newcomer never overtakes a queue whose previous holder died.
-local hid, m, q = ARGV[1], KEYS[1], KEYS[2]
+local hid, m = ARGV[1], KEYS[1]
 
 -- Fast paths, before the helpers exist (see scripts.go), when the caller's
 -- lease exists with no grace pending (g = "0", see check_caller) and hid is
 -- not withdrawn. The mutex string is parsed inline (see mutex_lib.lua);
 -- anything else takes the full path below, which reads everything again.
-local lease = redis.call('HMGET', KEYS[3], 'g', 'x:' .. hid, 'ttl')
+local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
 if lease[1] == '0' and not lease[2] then
   local v = redis.pcall('GET', m) -- an error (a hash of an older layout) takes the full path
   if type(v) == 'string' then
@@ -32,9 +36,9 @@ if lease[1] == '0' and not lease[2] then
       local last = string.sub(v, 2, string.find(v, '|', 2, true) - 1)
       if last ~= '' then
         local tok, n = new_token(last)
-        local ld = string.sub(ARGV[2], 3)
         -- Kept held_ms (see common.lua); the holder's heartbeat keeps it.
-        redis.call('SET', m, hid .. '|' .. tok .. '|' .. ld .. '|' .. 2 * lease[3] .. '||', 'PX', 2 * lease[3] + ld)
+        local bar = string.find(ARGV[2], '|', 3, true)
+        redis.call('SET', m, hid .. '|' .. tok .. string.sub(ARGV[2], bar) .. '||', 'PX', string.sub(ARGV[2], 3, bar - 1))
         return {R_GRANTED, n}
       end
     end
@@ -50,12 +54,13 @@ if lease[1] == '0' and not lease[2] then
         if string.sub(ARGV[2], 1, 1) ~= '1' then
           return {R_BUSY, wait, -1}
         end
+        local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
         local pos = redis.call('LPOS', q, hid)
         if not pos then
           pos = redis.call('RPUSH', q, hid) - 1
           if pos == 0 then
             -- A new queue expires unless its waiters' heartbeats keep it.
-            redis.call('PEXPIRE', q, 2 * lease[3] + string.sub(ARGV[2], 3))
+            redis.call('PEXPIRE', q, string.sub(ARGV[2], 3, string.find(ARGV[2], '|', 3, true) - 1))
           end
           if string.sub(v, -1) == '|' then
             redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_lib.lua)
@@ -71,6 +76,7 @@ end
 local p = prefix_of(m)
 local queue, sharded = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
 local name = string.sub(m, #p + 3)
+local q = p .. K_QUEUE .. 'm:' .. name
 local stop, grace = check_caller(p, hid, queue)
 if stop then
   return stop

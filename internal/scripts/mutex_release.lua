@@ -1,13 +1,16 @@
 -- mutex_release.lua: release the mutex held by a hold id, or withdraw that hold
 -- id from the waiter queue. Releasing hands the mutex to the first live waiter.
--- KEYS[1] mutex {ns}:m:<name>   KEYS[2] queue {ns}:q:m:<name>
--- KEYS[3] the releasing session's lease {ns}:s:<sid>
+-- KEYS[1] mutex {ns}:m:<name>; the queue {ns}:q:m:<name> and the
+-- releasing session's lease {ns}:s:<sid> are built here when needed (each
+-- declared key costs Redis work on every call; all are in the namespace's
+-- slot, and on Redis Cluster the migration probe refuses the script while
+-- the slot moves, see Script.keysFor)
 -- ARGV[1] hold id   ARGV[2] options "<sharded><withdraw>": sharded "1" for
 -- sharded pub/sub, withdraw "1" to withdraw the hold id for good (see
 -- withdraw in common.lua)
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when it is neither (already released, or taken away): idempotent.
-local hid, m, q = ARGV[1], KEYS[1], KEYS[2]
+local hid, m = ARGV[1], KEYS[1]
 local withdrawing = string.sub(ARGV[2], 2, 2) == '1'
 
 -- Fast paths, before the helpers exist (see scripts.go): a plain release
@@ -26,13 +29,14 @@ if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
       redis.call('SET', m, rest, 'PX', i)
       return REL_FREED
     end
-  elseif tail == '|1' and redis.call('HGET', KEYS[3], 'g') == '0' then
+  elseif tail == '|1' then
     -- Waiters, no lock delay. The releaser's lease says no restart grace is
     -- pending (see check_caller); the first waiter's lease exists (it
     -- always has 'ld'). Then hand over as m_handoff would.
-    local nxt = redis.call('LINDEX', q, 0)
+    local p = string.match(m, '^{[^}]*}:')
+    local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
+    local nxt = redis.call('HGET', p .. K_LEASE .. string.match(hid, '^([^.]+)%.'), 'g') == '0' and redis.call('LINDEX', q, 0)
     if nxt then
-      local p = string.match(m, '^{[^}]*}:')
       local sid = string.match(nxt, '^([^.]+)%.')
       local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
       if l[1] then
@@ -50,6 +54,7 @@ end
 --@helpers
 local p = prefix_of(m)
 local sharded, name = string.sub(ARGV[2], 1, 1), string.sub(m, #p + 3)
+local q = p .. K_QUEUE .. 'm:' .. name
 if withdrawing then
   withdraw(p, hid)
 end

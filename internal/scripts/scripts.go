@@ -179,6 +179,18 @@ type Env struct {
 	AckTimeout time.Duration // WAIT timeout
 	Log        *slog.Logger  // nil: no logs
 	LockDelay  time.Duration // the session's Options.LockDelay
+	TTL        time.Duration // the session's Options.TTL; 0 for the default, 10 s
+}
+
+// mutexOpts is the tail of a mutex acquire's options: "<held ms>|<lock
+// delay ms>|<idle ms>" (see mutex_acquire.lua), so that its fast path
+// formats and parses no number: 2 x TTL + LockDelay, LockDelay, 2 x TTL.
+func (e Env) mutexOpts() string {
+	ttl := e.TTL
+	if ttl == 0 {
+		ttl = 10 * time.Second
+	}
+	return ms(2*ttl+e.LockDelay) + "|" + ms(e.LockDelay) + "|" + ms(2*ttl)
 }
 
 func (e Env) sharded() string {
@@ -223,8 +235,8 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 	var x execer
 	switch r.Kind {
 	case Mutex:
-		x = execer{mutexAcquire, append(e.mutexKeys(r.Name), e.K.Lease(SessionOf(hid))),
-			[]string{hid, w + e.sharded() + ms(e.LockDelay)}}
+		x = execer{mutexAcquire, []string{e.K.Mutex(r.Name), e.K.Lease(SessionOf(hid))},
+			[]string{hid, w + e.sharded() + e.mutexOpts()}}
 	case Semaphore:
 		x = execer{semAcquire, append(e.semKeys(r.Name), e.K.Lease(SessionOf(hid))),
 			[]string{e.K.Prefix, hid, w, e.sharded(), r.Name, strconv.FormatInt(r.N, 10), strconv.FormatInt(r.Limit, 10)}}
@@ -363,7 +375,7 @@ func (e Env) releaseCmd(r Resource, hid string, withdraw bool) execer {
 	}
 	switch r.Kind {
 	case Mutex:
-		return execer{mutexRelease, append(e.mutexKeys(r.Name), e.K.Lease(SessionOf(hid))), []string{hid, e.sharded() + w}}
+		return execer{mutexRelease, []string{e.K.Mutex(r.Name)}, []string{hid, e.sharded() + w}}
 	case Semaphore:
 		return execer{semRelease, e.semKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
 			strconv.FormatInt(r.N, 10), w}}
