@@ -18,13 +18,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/redis/rueidis"
 
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/session"
 )
@@ -308,23 +307,11 @@ func warm(b *testing.B, m *mutex.Mutex) {
 
 func loadScript(b *testing.B, name string) *rueidis.Lua {
 	b.Helper()
-	dir := filepath.Join("..", "internal", "scripts")
-	var text [3]string
-	for i, f := range []string{"fastpath.lua", "common.lua", name} {
-		v, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			b.Skipf("script not found: %v", err)
-		}
-		text[i] = string(v)
+	text := scripts.Text(name)
+	if text == "" {
+		b.Fatalf("internal/scripts does not know %s", name)
 	}
-	fast, common, body := text[0], text[1], text[2]
-	// As internal/scripts does: common.lua at the body's "--@helpers" line,
-	// after fastpath.lua, or before the whole body.
-	before, after, ok := strings.Cut(body, "\n--@helpers\n")
-	if !ok {
-		return rueidis.NewLuaScript(common + "\n" + body)
-	}
-	return rueidis.NewLuaScript(fast + "\n" + before + "\n" + common + "\n" + after)
+	return rueidis.NewLuaScript(text)
 }
 
 // luaFixture creates a live lease and an intact epoch marker in a new
@@ -374,13 +361,13 @@ func BenchmarkLua(b *testing.B) {
 		check := func() {
 			v, err := acq.Exec(ctx, e.c, keys, acqArgs).ToArray()
 			if err != nil || len(v) < 2 {
-				b.Skipf("mutex_acquire.lua contract changed: %v %v", v, err)
+				b.Fatalf("mutex_acquire.lua contract changed: %v %v", v, err)
 			}
 			if n, _ := v[0].AsInt64(); n != 1 {
-				b.Skipf("mutex_acquire.lua did not grant: %v", v)
+				b.Fatalf("mutex_acquire.lua did not grant: %v", v)
 			}
 			if n, err := rel.Exec(ctx, e.c, relKeys, relArgs).AsInt64(); err != nil || n != 1 {
-				b.Skipf("mutex_release.lua contract changed: %v %v", n, err)
+				b.Fatalf("mutex_release.lua contract changed: %v %v", n, err)
 			}
 		}
 		check() // the first grant takes the full path: it stores the token
@@ -438,12 +425,12 @@ func BenchmarkLua(b *testing.B) {
 		keys := []string{prefix + "m:x", prefix + "s:" + sid}
 		ctx := context.Background()
 		if v, err := acq.Exec(ctx, e.c, keys, []string{sid + ".1", "10" + luaMutexOpts}).ToArray(); err != nil || len(v) < 2 {
-			b.Skipf("mutex_acquire.lua contract changed: %v %v", v, err)
+			b.Fatalf("mutex_acquire.lua contract changed: %v %v", v, err)
 		}
 		if v, err := acq.Exec(ctx, e.c, keys, []string{sid + ".2", "00" + luaMutexOpts}).ToArray(); err != nil || len(v) != 3 {
-			b.Skipf("mutex_acquire.lua busy reply changed: %v %v", v, err)
+			b.Fatalf("mutex_acquire.lua busy reply changed: %v %v", v, err)
 		} else if n, _ := v[0].AsInt64(); n != 0 {
-			b.Skipf("mutex_acquire.lua did not answer busy: %v", v)
+			b.Fatalf("mutex_acquire.lua did not answer busy: %v", v)
 		}
 		e.measure(func() {
 			for b.Loop() {
@@ -458,9 +445,9 @@ func BenchmarkLua(b *testing.B) {
 		keys := []string{prefix + "s:" + sid}
 		ctx := context.Background()
 		if v, err := hb.Exec(ctx, e.c, keys, []string{"60000", prefix, "60000", "0"}).ToArray(); err != nil || len(v) < 1 {
-			b.Skipf("heartbeat.lua contract changed: %v %v", v, err)
+			b.Fatalf("heartbeat.lua contract changed: %v %v", v, err)
 		} else if n, _ := v[0].AsInt64(); n != 1 {
-			b.Skipf("heartbeat.lua did not renew: %v", v)
+			b.Fatalf("heartbeat.lua did not renew: %v", v)
 		}
 		e.measure(func() {
 			for b.Loop() {

@@ -153,3 +153,18 @@ func retry[T any](ctx context.Context, call func() T, errOf func(T) error) T {
 		pause = min(2*pause, maxTransientPause)
 	}
 }
+
+// Text returns the text of script file name (as "mutex_acquire.lua") as
+// Redis runs it: with its helpers and the protocol's declarations. Only
+// the scripts that bench/micro_test.go measures are known; "" otherwise.
+func Text(name string) string {
+	switch name {
+	case "mutex_acquire.lua":
+		return mutexAcquire.text
+	case "mutex_release.lua":
+		return mutexRelease.text
+	case "heartbeat.lua":
+		return heartbeat.text
+	}
+	return ""
+}
