@@ -129,9 +129,10 @@ func (t *holdTable) due(before time.Time) []*Hold {
 	return out
 }
 
-// kept records, from the loop, what a heartbeat did with h's keys (states, in h.keys'
-// order): all kept, they now live until at least until; else nothing
-// changes, and h ends at its keysUntil unless a later heartbeat keeps them.
+// kept records, from the loop, what a heartbeat did with h's keys (states,
+// in h.keys' order): all kept, they now live until at least until; else
+// nothing changes, and h ends at its endsAt unless a later heartbeat keeps
+// them.
 // A key missing on the node that ran the heartbeat may have been deleted,
 // or may be on the other node of a slot migration: either way h is not
 // sure of it any more, but not sure that it is gone either.
