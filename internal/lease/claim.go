@@ -236,7 +236,7 @@ func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64,
 	if !s.holds.add(h) {
 		return nil, nil, h.Err()
 	}
-	if h.keys != nil && h.endsAt().Before(s.Deadline()) {
+	if h.keyed && h.endsAt().Before(s.Deadline()) {
 		// Its keys may expire before the lease: end it then, unless a
 		// heartbeat keeps them first (a grant that took longer than a TTL).
 		s.post(func(l *loop) { l.armKeys() })

@@ -27,9 +27,11 @@ type Hold struct {
 
 	value atomic.Pointer[string] // election: the value last proclaimed, if any; any goroutine
 
-	// keys are the Redis keys that record h, which its session's heartbeat
-	// keeps alive (scripts.Keys.Kept); immutable, nil for a pool member.
-	keys []string
+	// keyed tells whether h has Redis keys that its session's heartbeat
+	// keeps alive (scripts.Keys.Kept; all kinds but a pool member's, which
+	// is configuration); immutable. The keys are built only when a
+	// heartbeat renews them (Hold.keys), not for every grant.
+	keyed bool
 	// keyUntil is until when h's keys surely exist, on the local monotonic
 	// clock, in ns since s.base: written by addHold before h is published
 	// and then by the loop (heartbeats, reclaims); read by anyone.
@@ -49,7 +51,7 @@ type Hold struct {
 func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64) (*Hold, any) {
 	h, pub := public.NewHold()
 	h.s, h.res, h.hid, h.resource, h.token = s, r, hid, resource, token
-	h.keys = s.env.K.Kept(r, true)
+	h.keyed = r.Kind != scripts.Pool
 	// Not a child of s.ctx: with every hold in s.ctx's children, concurrent
 	// grants and releases contend for its lock. The hold table ends the
 	// holds when the session ends (holdTable.endAll, called by the loop).
@@ -108,11 +110,14 @@ func (h *Hold) Err() error {
 	if err := h.s.pastDeadline(); err != nil {
 		return err
 	}
-	if h.keys != nil && !time.Now().Before(h.endsAt()) {
+	if h.keyed && !time.Now().Before(h.endsAt()) {
 		return keysLost(h)
 	}
 	return nil
 }
+
+// keys returns the Redis keys that record h (see keyed).
+func (h *Hold) keys() []string { return h.s.env.K.Kept(h.res, true) }
 
 // keysUntil returns until when h's keys surely exist.
 func (h *Hold) keysUntil() time.Time {

@@ -122,7 +122,7 @@ func (t *holdTable) due(before time.Time) []*Hold {
 	defer t.mu.Unlock()
 	var out []*Hold
 	for _, h := range t.m {
-		if h.keys != nil && h.keysUntil().Before(before) {
+		if h.keyed && h.keysUntil().Before(before) {
 			out = append(out, h)
 		}
 	}
@@ -130,7 +130,7 @@ func (t *holdTable) due(before time.Time) []*Hold {
 }
 
 // kept records, from the loop, what a heartbeat did with h's keys (states,
-// in h.keys' order): all kept, they now live until at least until; else
+// in h.keys() order): all kept, they now live until at least until; else
 // nothing changes, and h ends at its endsAt unless a later heartbeat keeps
 // them.
 // A key missing on the node that ran the heartbeat may have been deleted,
@@ -156,7 +156,7 @@ func (t *holdTable) expireKeys(now time.Time) ([]*Hold, time.Time) {
 	var ended []*Hold
 	var next time.Time
 	for id, h := range t.m {
-		if h.keys == nil {
+		if !h.keyed {
 			continue
 		}
 		u := h.endsAt()
@@ -177,7 +177,7 @@ func (t *holdTable) expireKeys(now time.Time) ([]*Hold, time.Time) {
 // live until at least until, whatever was known of them before.
 func keysRecreated(holds []*Hold, until time.Time) {
 	for _, h := range holds {
-		if h.keys != nil {
+		if h.keyed {
 			h.setKeysUntil(until)
 		}
 	}

@@ -70,6 +70,7 @@ type beatResult struct {
 	revoked []string
 	acked   []string
 	holds   []*Hold            // the holds whose keys it kept alive
+	nkeys   []int              // how many keys of each of holds
 	waits   []*waitEntry       // the waits whose keys it kept alive
 	keys    []scripts.KeyState // per key: holds' keys, then waits', in order
 	err     error
@@ -173,8 +174,11 @@ func (l *loop) beat() {
 	holds := s.holds.due(sent.Add(s.opt.TTL + s.opt.LockDelay + 2*s.opt.Heartbeat))
 	waits := s.waiters.all()
 	var keep []string
-	for _, h := range holds {
-		keep = append(keep, h.keys...)
+	nkeys := make([]int, len(holds))
+	for i, h := range holds {
+		k := h.keys()
+		nkeys[i] = len(k)
+		keep = append(keep, k...)
 	}
 	for _, w := range waits {
 		keep = append(keep, w.keys...)
@@ -184,7 +188,7 @@ func (l *loop) beat() {
 		defer cancel()
 		state, revoked, keys, err := s.env.Heartbeat(ctx, s.id, s.opt.TTL, acked, keep, s.keepFor())
 		l.beatDone <- beatResult{sent: sent, state: state, revoked: revoked, acked: acked,
-			holds: holds, waits: waits, keys: keys, err: err}
+			holds: holds, nkeys: nkeys, waits: waits, keys: keys, err: err}
 	})
 }
 
@@ -239,9 +243,9 @@ func (l *loop) kept(r beatResult) {
 	s := l.s
 	until := clock.Deadline(r.sent, s.keepFor())
 	i := 0
-	for _, h := range r.holds {
-		h.kept(r.keys[i:i+len(h.keys)], until)
-		i += len(h.keys)
+	for j, h := range r.holds {
+		h.kept(r.keys[i:i+r.nkeys[j]], until)
+		i += r.nkeys[j]
 	}
 	for _, w := range r.waits {
 		ok := true

@@ -180,12 +180,29 @@ type Env struct {
 	Log        *slog.Logger  // nil: no logs
 	LockDelay  time.Duration // the session's Options.LockDelay
 	TTL        time.Duration // the session's Options.TTL; 0 for the default, 10 s
+
+	mutexTail string // formatMutexOpts, formatted once by Prepared; "" until then
+}
+
+// Prepared returns e with what every call would otherwise format again
+// (the mutex acquire's options) formatted once: Env values built for a
+// session's life go through it.
+func (e Env) Prepared() Env {
+	e.mutexTail = e.formatMutexOpts()
+	return e
 }
 
 // mutexOpts is the tail of a mutex acquire's options: "<held ms>|<lock
 // delay ms>|<idle ms>" (see mutex_acquire.lua), so that its fast path
 // formats and parses no number: 2 x TTL + LockDelay, LockDelay, 2 x TTL.
 func (e Env) mutexOpts() string {
+	if e.mutexTail != "" {
+		return e.mutexTail
+	}
+	return e.formatMutexOpts()
+}
+
+func (e Env) formatMutexOpts() string {
 	ttl := e.TTL
 	if ttl == 0 {
 		ttl = 10 * time.Second
