@@ -59,7 +59,7 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 	var note chan notice
 	var w *waitEntry
 	if wait {
-		w = s.waiters.add(hid, s.env.K.Kept(r, false), len(s.env.K.Kept(r, true)), s.base)
+		w = s.waiters.add(hid, r, s.base)
 		note = w.ch
 		defer s.waiters.remove(hid)
 	}
@@ -267,11 +267,11 @@ type waiters struct {
 
 // waitEntry is one Claim waiting for a grant.
 type waitEntry struct {
-	ch   chan notice // buffer 1: the hand-off
-	keys []string    // immutable: the keys to keep alive while it waits (scripts.Keys.Kept)
-	held int         // immutable: keys[:held] are the keys a hold will have
-	// kept is when the last heartbeat that kept keys[:held] was sent, in ns
-	// since the session's base; 0 before the first. Written by the loop.
+	ch  chan notice      // buffer 1: the hand-off
+	res scripts.Resource // immutable: what it waits for; the heartbeat builds the keys to keep from it
+	// kept is when the last heartbeat that kept the keys a hold of res will
+	// have was sent, in ns since the session's base; 0 before the first.
+	// Written by the loop.
 	kept atomic.Int64
 	base time.Time // immutable: the session's base
 }
@@ -296,8 +296,8 @@ func (w *waitEntry) keptBy(sent time.Time) {
 	}
 }
 
-func (w *waiters) add(hid string, keys []string, held int, base time.Time) *waitEntry {
-	e := &waitEntry{ch: make(chan notice, 1), keys: keys, held: held, base: base}
+func (w *waiters) add(hid string, r scripts.Resource, base time.Time) *waitEntry {
+	e := &waitEntry{ch: make(chan notice, 1), res: r, base: base}
 	w.mu.Lock()
 	w.m[hid] = e
 	w.mu.Unlock()

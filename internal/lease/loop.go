@@ -72,6 +72,7 @@ type beatResult struct {
 	holds   []*Hold            // the holds whose keys it kept alive
 	nkeys   []int              // how many keys of each of holds
 	waits   []*waitEntry       // the waits whose keys it kept alive
+	wkeys   [][2]int           // per wait: how many keys, of which the first how many a hold will have
 	keys    []scripts.KeyState // per key: holds' keys, then waits', in order
 	err     error
 }
@@ -180,15 +181,18 @@ func (l *loop) beat() {
 		nkeys[i] = len(k)
 		keep = append(keep, k...)
 	}
-	for _, w := range waits {
-		keep = append(keep, w.keys...)
+	wkeys := make([][2]int, len(waits))
+	for i, w := range waits {
+		k := s.env.K.Kept(w.res, false)
+		wkeys[i] = [2]int{len(k), len(s.env.K.Kept(w.res, true))}
+		keep = append(keep, k...)
 	}
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
 	l.wg.Go(func() {
 		defer cancel()
 		state, revoked, keys, err := s.env.Heartbeat(ctx, s.id, s.opt.TTL, acked, keep, s.keepFor())
 		l.beatDone <- beatResult{sent: sent, state: state, revoked: revoked, acked: acked,
-			holds: holds, nkeys: nkeys, waits: waits, keys: keys, err: err}
+			holds: holds, nkeys: nkeys, waits: waits, wkeys: wkeys, keys: keys, err: err}
 	})
 }
 
@@ -247,14 +251,14 @@ func (l *loop) kept(r beatResult) {
 		h.kept(r.keys[i:i+r.nkeys[j]], until)
 		i += r.nkeys[j]
 	}
-	for _, w := range r.waits {
+	for j, w := range r.waits {
 		ok := true
-		for _, st := range r.keys[i : i+w.held] {
+		for _, st := range r.keys[i : i+r.wkeys[j][1]] {
 			// Only a key kept counts (see keysFrom): one missing here may
 			// exist on the other node of a slot migration.
 			ok = ok && st == scripts.KeyKept
 		}
-		i += len(w.keys)
+		i += r.wkeys[j][0]
 		if ok {
 			w.keptBy(r.sent)
 		}

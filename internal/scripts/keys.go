@@ -89,7 +89,8 @@ func (k Keys) RWMutexReaders(name string) string { return k.Prefix + keyRWMutexR
 // Kept returns the keys of r that a session keeps alive with its heartbeat
 // (see heartbeat.lua and common.lua held_ms): for a hold (held), the keys
 // that record it, which must exist while it does; for a wait, those and
-// the queue (and an election's candidate values). A pool's keys are its
+// the queue (and an election's candidate values), the hold's keys first
+// (internal/lease relies on that order). A pool's keys are its
 // membership, which is configuration and never expires: none.
 func (k Keys) Kept(r Resource, held bool) []string {
 	var keys []string
