@@ -59,7 +59,7 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 	var note chan notice
 	var w *waitEntry
 	if wait {
-		w = s.waiters.add(hid, r, s.base)
+		w = s.waiters.add(hid, r)
 		note = w.ch
 		defer s.waiters.remove(hid)
 	}
@@ -269,35 +269,23 @@ type waiters struct {
 type waitEntry struct {
 	ch  chan notice      // buffer 1: the hand-off
 	res scripts.Resource // immutable: what it waits for; the heartbeat builds the keys to keep from it
-	// kept is when the last heartbeat that kept the keys a hold of res will
-	// have was sent, in ns since the session's base; 0 before the first.
-	// Written by the loop.
-	kept atomic.Int64
-	base time.Time // immutable: the session's base
+	// kept is the send time of the last heartbeat that kept the keys a hold
+	// of res will have; nil before the first. Written by the loop, which
+	// handles one heartbeat at a time, so each is later than the one before.
+	kept atomic.Pointer[time.Time]
 }
 
 // keptAt returns when the last heartbeat that kept w's keys was sent (zero
 // before the first).
 func (w *waitEntry) keptAt() time.Time {
-	if k := w.kept.Load(); k != 0 {
-		return w.base.Add(time.Duration(k))
+	if k := w.kept.Load(); k != nil {
+		return *k
 	}
 	return time.Time{}
 }
 
-// keptBy records that a heartbeat sent at sent kept w's keys.
-func (w *waitEntry) keptBy(sent time.Time) {
-	k := int64(sent.Sub(w.base))
-	for {
-		old := w.kept.Load()
-		if old >= k || w.kept.CompareAndSwap(old, k) {
-			return
-		}
-	}
-}
-
-func (w *waiters) add(hid string, r scripts.Resource, base time.Time) *waitEntry {
-	e := &waitEntry{ch: make(chan notice, 1), res: r, base: base}
+func (w *waiters) add(hid string, r scripts.Resource) *waitEntry {
+	e := &waitEntry{ch: make(chan notice, 1), res: r}
 	w.mu.Lock()
 	w.m[hid] = e
 	w.mu.Unlock()

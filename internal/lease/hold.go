@@ -117,7 +117,7 @@ func (h *Hold) Err() error {
 }
 
 // keys returns the Redis keys that record h (see keyed).
-func (h *Hold) keys() []string { return h.s.env.K.Kept(h.res, true) }
+func (h *Hold) keys() []string { return h.s.env.K.Kept(h.res) }
 
 // keysUntil returns until when h's keys surely exist.
 func (h *Hold) keysUntil() time.Time {

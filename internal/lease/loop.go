@@ -183,8 +183,8 @@ func (l *loop) beat() {
 	}
 	wkeys := make([][2]int, len(waits))
 	for i, w := range waits {
-		k := s.env.K.Kept(w.res, false)
-		wkeys[i] = [2]int{len(k), len(s.env.K.Kept(w.res, true))}
+		k, held := s.env.K.KeptWaiting(w.res)
+		wkeys[i] = [2]int{len(k), held}
 		keep = append(keep, k...)
 	}
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
@@ -260,7 +260,7 @@ func (l *loop) kept(r beatResult) {
 		}
 		i += r.wkeys[j][0]
 		if ok {
-			w.keptBy(r.sent)
+			w.kept.Store(&r.sent)
 		}
 	}
 	l.armKeys()

@@ -86,39 +86,38 @@ func (k Keys) RWMutex(name string) string { return k.Prefix + keyRWMutex + name 
 // RWMutexReaders is the hash {ns}:rwr:<name>: reader hold id -> "<lock delay>:<token>".
 func (k Keys) RWMutexReaders(name string) string { return k.Prefix + keyRWMutexReaders + name }
 
-// Kept returns the keys of r that a session keeps alive with its heartbeat
-// (see heartbeat.lua and common.lua held_ms): for a hold (held), the keys
-// that record it, which must exist while it does; for a wait, those and
-// the queue (and an election's candidate values), the hold's keys first
-// (internal/lease relies on that order). A pool's keys are its
-// membership, which is configuration and never expires: none.
-func (k Keys) Kept(r Resource, held bool) []string {
-	var keys []string
+// Kept returns the keys that record a hold of r, which its session keeps
+// alive with its heartbeat (see heartbeat.lua and common.lua held_ms) and
+// which must exist while the hold does. A pool's keys are its membership,
+// which is configuration and never expires: none.
+func (k Keys) Kept(r Resource) []string {
 	switch r.Kind {
 	case Mutex:
-		keys = []string{k.Mutex(r.Name)}
+		return []string{k.Mutex(r.Name)}
 	case Semaphore:
-		keys = []string{k.SemaphoreHolders(r.Name), k.Semaphore(r.Name)}
+		return []string{k.SemaphoreHolders(r.Name), k.Semaphore(r.Name)}
 	case Election:
-		keys = []string{k.Election(r.Name)}
+		return []string{k.Election(r.Name)}
 	case RWMutex:
-		keys = []string{k.RWMutex(r.Name)}
 		if r.Shared {
-			keys = []string{k.RWMutexReaders(r.Name), k.RWMutex(r.Name)}
+			return []string{k.RWMutexReaders(r.Name), k.RWMutex(r.Name)}
 		}
-	case Pool:
-		if held {
-			return nil
-		}
+		return []string{k.RWMutex(r.Name)}
 	}
-	if held {
-		return keys
-	}
-	if r.Kind == RWMutex && !r.Shared {
+	return nil
+}
+
+// KeptWaiting returns the keys that a wait for r keeps alive: Kept(r), the
+// first held of them, then the other keys of r a hold may come to use and
+// the queue (an election's candidate values too).
+func (k Keys) KeptWaiting(r Resource) (keys []string, held int) {
+	keys = k.Kept(r)
+	held = len(keys)
+	switch {
+	case r.Kind == RWMutex && !r.Shared:
 		keys = append(keys, k.RWMutexReaders(r.Name))
-	}
-	if r.Kind == Election {
+	case r.Kind == Election:
 		keys = append(keys, k.ElectionCandidates(r.Name))
 	}
-	return append(keys, k.Queue(r.Kind, r.Name))
+	return append(keys, k.Queue(r.Kind, r.Name)), held
 }
