@@ -40,6 +40,7 @@ type Scenario struct {
 	Backend    Backend
 	Procs      int           // holder processes, one session each; default 8
 	Kinds      []string      // primitives; default AllKinds (one worker per kind and process)
+	Mutexes    []string      // the mutexes' names; default m0, m1
 	TTL        time.Duration // default 1s
 	LockDelay  time.Duration
 	ReplicaAck int
@@ -210,6 +211,9 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	if len(sc.Kinds) == 0 {
 		sc.Kinds = AllKinds
 	}
+	if len(sc.Mutexes) == 0 {
+		sc.Mutexes = []string{"m0", "m1"}
+	}
 	if sc.TTL == 0 {
 		sc.TTL = time.Second
 	}
@@ -253,7 +257,7 @@ func Run(t *testing.T, sc Scenario) *Summary {
 		cfg := WorkerConfig{
 			Proc: i, Seed: uint64(seed) + uint64(i)*7919, Addrs: env.Addrs, Namespace: ns,
 			TTL: sc.TTL, LockDelay: sc.LockDelay, ReplicaAck: sc.ReplicaAck, Store: storeSrv.Addr(),
-			Kinds: sc.Kinds, Mutexes: []string{"m0", "m1"}, SemLimit: 3, SemMaxN: 2,
+			Kinds: sc.Kinds, Mutexes: sc.Mutexes, SemLimit: 3, SemMaxN: 2,
 			PoolKeys: []string{"k0", "k1", "k2", "k3"},
 			HoldMin:  30 * time.Millisecond, HoldMax: 250 * time.Millisecond,
 			LongP: 0.15, LongMin: sc.TTL, LongMax: 5 * sc.TTL / 2,

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -82,7 +83,33 @@ var scenarios = []Scenario{
 		Backend: Sentineled, Duration: 12 * time.Second, Liveness: 15 * time.Second, Unprotected: true,
 		Nemesis: KillMaster(),
 	},
+	// Many mutex workers per session: their concurrent Lock and Release
+	// calls go to Redis together (internal/scripts/batch.go) whenever
+	// enough of them are on the way, which Redis slowed or stopped makes
+	// happen; the faults then hit whole batches.
+	{
+		Name: "batched-stop", About: "12 mutex workers a session; SIGSTOP Redis for 0.2-0.8 TTL",
+		Backend: Plain, Kinds: batchedKinds, Mutexes: batchedMutexes, Duration: 15 * time.Second,
+		Nemesis: StopRedis(200*time.Millisecond, 800*time.Millisecond, time.Second),
+	},
+	{
+		Name: "batched-latency", About: "12 mutex workers a session; latency spikes of 50-400ms",
+		Backend: Plain, Kinds: batchedKinds, Mutexes: batchedMutexes, Proxies: true, Duration: 15 * time.Second,
+		Nemesis: Latency(50*time.Millisecond, 400*time.Millisecond, 500*time.Millisecond, 2*time.Second, 500*time.Millisecond),
+	},
+	{
+		Name: "batched-reset", About: "12 mutex workers a session; reset connections every 0.2-1.2s",
+		Backend: Plain, Kinds: batchedKinds, Mutexes: batchedMutexes, Proxies: true, Duration: 15 * time.Second,
+		Nemesis: Reset(200*time.Millisecond, 1200*time.Millisecond),
+	},
 }
+
+// batchedKinds and batchedMutexes make the batched-* scenarios' holders:
+// 12 mutex workers each, on 6 mutexes.
+var (
+	batchedKinds   = slices.Repeat([]string{Mutex}, 12)
+	batchedMutexes = []string{"m0", "m1", "m2", "m3", "m4", "m5"}
+)
 
 // TestChaos runs the gated suite and prints the summary table.
 func TestChaos(t *testing.T) {

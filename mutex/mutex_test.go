@@ -400,3 +400,75 @@ func TestLockDelay(t *testing.T) {
 	}
 	_ = h2.Release(ctx)
 }
+
+// TestConcurrentCallsShareScriptCalls: the Lock and Release calls that many
+// goroutines of one session make at once go to Redis together, several per
+// script call (internal/scripts/batch.go), and each still gets exactly its
+// own outcome: every Lock its own mutex, tokens increasing per mutex, and
+// on a mutex shared by some of the goroutines never two holders at once.
+func TestConcurrentCallsShareScriptCalls(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, addr, ns)
+	ctx := testutil.Ctx(t, time.Minute)
+	cc := &testutil.CountingClient{Client: testutil.Client(t, addr)}
+	s, err := session.New(ctx, cc, session.Options{Namespace: ns, TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const own, shared, rounds = 32, 8, 100
+	var inside, overlaps atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, own+shared)
+	before := cc.N.Load()
+	for g := range own + shared {
+		name := "shared"
+		if g < own {
+			name = "own" + strconv.Itoa(g)
+		}
+		wg.Go(func() {
+			m := mutex.New(s, name)
+			last := int64(0)
+			for range rounds {
+				h, err := m.Lock(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if h.Resource() != name {
+					errs <- errors.New("Lock of " + name + " granted " + h.Resource())
+				}
+				if name == "shared" && inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				if h.Token() <= last {
+					errs <- errors.New("token of " + name + " did not increase")
+				}
+				last = h.Token()
+				if name == "shared" {
+					inside.Add(-1)
+				}
+				if err := h.Release(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d overlapping holds of the shared mutex", n)
+	}
+	// Alone, each Lock and each Release is one request: 2 per round.
+	calls := 2 * (own + shared) * rounds
+	reqs := cc.N.Load() - before
+	t.Logf("%d requests for %d Lock and Release calls", reqs, calls)
+	if reqs*4 > int64(calls)*3 {
+		t.Fatalf("%d requests for %d calls: not sent together", reqs, calls)
+	}
+}

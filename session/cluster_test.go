@@ -179,7 +179,62 @@ func TestClusterSmoke(t *testing.T) {
 			}
 			waitLeader(t, seen, "two")
 			_ = l2.Release(ctx)
+
+			// Concurrent calls of a session go to Redis together
+			// (internal/scripts/batch.go): own mutexes, and one shared
+			// with the other session, handed over between batches.
+			concurrentLocks(t, ctx, s1, s2)
 		})
+	}
+}
+
+// concurrentLocks runs 24 goroutines of s1 locking and releasing a mutex
+// each, and 4 of s1 and 4 of s2 on one shared mutex, 20 times each: every
+// call succeeds, and the shared mutex never has two holders.
+func concurrentLocks(t *testing.T, ctx context.Context, s1, s2 *session.Session) {
+	t.Helper()
+	var inside, overlaps atomic.Int32
+	errs := make(chan error, 32)
+	done := make(chan struct{})
+	for g := range 32 {
+		s, name := s1, fmt.Sprintf("own%d", g)
+		if g >= 24 {
+			name = "shared"
+			if g >= 28 {
+				s = s2
+			}
+		}
+		go func() {
+			defer func() { done <- struct{}{} }()
+			m := mutex.New(s, name)
+			for range 20 {
+				h, err := m.Lock(ctx)
+				if err != nil {
+					errs <- fmt.Errorf("Lock %s: %w", name, err)
+					return
+				}
+				if name == "shared" {
+					if inside.Add(1) != 1 {
+						overlaps.Add(1)
+					}
+					inside.Add(-1)
+				}
+				if err := h.Release(ctx); err != nil {
+					errs <- fmt.Errorf("Release %s: %w", name, err)
+					return
+				}
+			}
+		}()
+	}
+	for range 32 {
+		<-done
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d overlapping holds of the shared mutex", n)
 	}
 }
 

@@ -624,6 +624,72 @@ func TestReplicaAck(t *testing.T) {
 	}
 }
 
+// TestReplicaAckBatches: concurrent calls of one session that go to Redis
+// together (internal/scripts/batch.go) are acknowledged together: with the
+// replica up every grant and release succeeds; with it paused every grant
+// is reported as not replicated and rolled back, whichever batch carried it.
+func TestReplicaAckBatches(t *testing.T) {
+	master, replica := redistest.StartReplicated(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	mc := testutil.Client(t, master.Addr())
+	ns := redistest.Namespace(t)
+	cc := &testutil.CountingClient{Client: testutil.Client(t, master.Addr())}
+	testutil.InitEpoch(t, master.Addr(), ns)
+	s, err := session.New(ctx, cc, session.Options{Namespace: ns, TTL: 5 * time.Second, ReplicaAck: 1,
+		ReplicaAckTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 24
+	tryAll := func(prefix string) []error {
+		errs := make([]error, n)
+		done := make(chan struct{})
+		for i := range n {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				h, err := mutex.New(s, prefix+strconv.Itoa(i)).TryLock(ctx)
+				if err == nil {
+					err = h.Release(ctx)
+				}
+				errs[i] = err
+			}()
+		}
+		for range n {
+			<-done
+		}
+		return errs
+	}
+	for i, err := range tryAll("up") {
+		if err != nil {
+			t.Fatalf("TryLock+Release %d with the replica up: %v", i, err)
+		}
+	}
+	replica.Stop()
+	defer replica.Cont()
+	before := cc.N.Load()
+	for i, err := range tryAll("down") {
+		if !errors.Is(err, session.ErrNotReplicated) {
+			t.Fatalf("TryLock %d with the replica paused: %v, want ErrNotReplicated", i, err)
+		}
+	}
+	// Each WAIT takes the 100 ms timeout: the calls queue behind the first
+	// flights and go together (a request per call otherwise, and more for
+	// the rollbacks).
+	reqs := cc.N.Load() - before
+	t.Logf("%d requests for %d TryLock calls and their rollbacks so far", reqs, n)
+	if reqs >= n {
+		t.Errorf("%d requests for %d TryLock calls and their rollbacks: none went together", reqs, n)
+	}
+	for i := range n {
+		key := "{" + ns + "}:m:down" + strconv.Itoa(i)
+		testutil.WaitFor(t, ctx, func() bool {
+			v, err := testutil.MutexHolder(ctx, mc, key)
+			return err == nil && v == ""
+		})
+	}
+}
+
 // failingSubscribe wraps a client so that, once armed, the session's
 // SUBSCRIBE fails without reaching Redis shortly before its deadline (the
 // session's local deadline when the subscribe started). entered reports the

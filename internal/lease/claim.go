@@ -172,9 +172,7 @@ func (s *Session) attempt(ctx context.Context, r scripts.Resource, hid string, w
 			return scripts.Grant{}, err
 		}
 	}
-	opctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	return s.env.Acquire(opctx, r, hid, wait)
+	return s.env.AcquireUntil(ctx, s.Deadline(), r, hid, wait)
 }
 
 // confirm makes sure a grant handed over by another client has reached

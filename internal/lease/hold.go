@@ -161,17 +161,16 @@ func (h *Hold) Release(ctx context.Context) error {
 	case !errors.Is(cause, ErrReleased):
 		return fmt.Errorf("session: release %s: %w", h.describe(), cause)
 	}
-	opctx, cancel := callCtx(ctx, time.Now().Add(h.s.opt.TTL))
-	defer cancel()
-	r, err := h.s.env.Release(opctx, h.res, h.hid, h.uncertain || h.unsure)
-	for try := 0; err != nil && connLost(err) && opctx.Err() == nil && try < 2; try++ {
+	dl := time.Now().Add(h.s.opt.TTL)
+	r, err := h.s.env.ReleaseUntil(ctx, dl, h.res, h.hid, h.uncertain || h.unsure)
+	for try := 0; err != nil && connLost(err) && ctx.Err() == nil && time.Now().Before(dl) && try < 2; try++ {
 		// A pooled connection that died with the server (a restart) fails
 		// the first request sent on it: rueidis reports EOF and redials.
 		// The release is idempotent per hold id, so send it again at once,
 		// as one whose outcome is unknown, rather than report an error
 		// for a release that the next attempt completes.
 		h.unsure = true
-		r, err = h.s.env.Release(opctx, h.res, h.hid, true)
+		r, err = h.s.env.ReleaseUntil(ctx, dl, h.res, h.hid, true)
 	}
 	if err != nil {
 		h.unsure = true

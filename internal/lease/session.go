@@ -316,15 +316,9 @@ func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFun
 	return callCtx(ctx, s.Deadline())
 }
 
-// callCtx is context.WithDeadline(ctx, dl) for one call, marked
-// scripts.Direct when ctx itself never ends: rueidis then honours the
-// deadline by itself, and the call needs no hand-over to another goroutine.
+// callCtx is context.WithDeadline(ctx, dl) for one call (see scripts.Until).
 func callCtx(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
-	c, cancel := context.WithDeadline(ctx, dl)
-	if ctx.Done() == nil {
-		return scripts.Direct(c), cancel
-	}
-	return c, cancel
+	return scripts.Until(ctx, dl)
 }
 
 // usable returns nil while the session can grant, else the cause of its end.

@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -43,6 +44,21 @@ func (c bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []ruei
 func Direct(ctx context.Context) context.Context { return direct{ctx} }
 
 type direct struct{ context.Context }
+
+// Until is context.WithDeadline(ctx, dl) for one call (ctx itself when dl
+// is zero), marked Direct when ctx itself never ends: rueidis then honours
+// the deadline by itself, and the call needs no hand-over to another
+// goroutine.
+func Until(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
+	if dl.IsZero() {
+		return ctx, func() {}
+	}
+	c, cancel := context.WithDeadline(ctx, dl)
+	if ctx.Done() == nil {
+		return Direct(c), cancel
+	}
+	return c, cancel
+}
 
 // within runs call, returning its result, or failed(ctx.Err()) when ctx ends
 // first (call then finishes in its goroutine).

@@ -26,6 +26,16 @@ local hid, m = ARGV[1], KEYS[1]
 local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
 if lease[1] == '0' and not lease[2] then
   local v = redis.pcall('GET', m) -- an error (a hash of an older layout) takes the full path
+  if not v then
+    -- No mutex: never used, or idle long enough to expire, which a mutex
+    -- only does with no holder, no lock delay running and no live waiter
+    -- (a grant, a lock delay and every wait keep it, see mutex_lib.lua):
+    -- grant, with a token from the clock alone (see common.lua idle_ms).
+    local tok, n = new_token(false)
+    local bar = string.find(ARGV[2], '|', 3, true)
+    redis.call('SET', m, hid .. '|' .. tok .. string.sub(ARGV[2], bar) .. '||', 'PX', string.sub(ARGV[2], 3, bar - 1))
+    return {R_GRANTED, n}
+  end
   if type(v) == 'string' then
     -- Read with plain finds, not a pattern with six captures: this runs
     -- on every lock (see mutex_lib.lua for the fields).

@@ -35,6 +35,7 @@ const (
 	replyNotReclaimable = -6 // reclaim: the lease was lost outside a restart grace
 	replyWithdrawn      = -7 // acquire: the hold id was withdrawn for good
 	replyGrace          = -8 // acquire without queueing, not granted during a restart grace: {-8, grace ms left}
+	replySlow           = -9 // a batch script's reply for one call its fast path does not cover (see batch.go)
 )
 
 // Heartbeat replies: {1, revoked hold ids...}, {0} or {2}.
@@ -75,6 +76,7 @@ var protocolConsts = []luaConst{
 	{"R_NOT_RECLAIMABLE", replyNotReclaimable},
 	{"R_WITHDRAWN", replyWithdrawn},
 	{"R_GRACE", replyGrace},
+	{"R_SLOW", replySlow},
 	{"HB_RENEWED", replyRenewed},
 	{"HB_GONE", replyGone},
 	{"HB_RECLAIMABLE", replyReclaimable},

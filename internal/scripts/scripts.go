@@ -181,14 +181,20 @@ type Env struct {
 	LockDelay  time.Duration // the session's Options.LockDelay
 	TTL        time.Duration // the session's Options.TTL; 0 for the default, 10 s
 
-	mutexTail string // formatMutexOpts, formatted once by Prepared; "" until then
+	mutexTail string   // formatMutexOpts, formatted once by Prepared; "" until then
+	batch     *batches // set by Prepared: overlapping mutex calls share one script call (batch.go)
 }
 
 // Prepared returns e with what every call would otherwise format again
 // (the mutex acquire's options) formatted once: Env values built for a
 // session's life go through it.
+//
+// Prepared also gives e the batchers that send a session's overlapping
+// mutex acquires and releases as one script call each (see batch.go): one
+// Env value and its copies are one session's.
 func (e Env) Prepared() Env {
 	e.mutexTail = e.formatMutexOpts()
+	e.batch = newBatches(e)
 	return e
 }
 
@@ -245,6 +251,31 @@ type Grant struct {
 // restart grace is reported as Grace rather than Busy. Acquire is idempotent
 // per hid.
 func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Grant, error) {
+	dl, _ := ctx.Deadline()
+	return e.AcquireUntil(ctx, dl, r, hid, wait)
+}
+
+// AcquireUntil is Acquire with the call's deadline dl given apart from ctx,
+// which need not carry it (zero: none): a mutex call that goes with a
+// batch (see batch.go) then needs no timer of its own. ctx's end still
+// returns the call at once.
+func (e Env) AcquireUntil(ctx context.Context, dl time.Time, r Resource, hid string, wait bool) (Grant, error) {
+	if r.Kind == Mutex && e.batch != nil {
+		res, err := e.batch.acquire.do(ctx, dl, acquireCall{name: r.Name, hid: hid, wait: wait})
+		if err != nil {
+			return Grant{}, err
+		}
+		if !res.slow {
+			return res.g, res.err
+		}
+	}
+	ctx, cancel := Until(ctx, dl)
+	defer cancel()
+	return e.acquire(ctx, r, hid, wait)
+}
+
+// acquire is Acquire with the resource's own script.
+func (e Env) acquire(ctx context.Context, r Resource, hid string, wait bool) (Grant, error) {
 	w := "0"
 	if wait {
 		w = "1"
@@ -366,6 +397,29 @@ const (
 // failover could undo it, so the caller should retry it (it is idempotent)
 // until acknowledged.
 func (e Env) Release(ctx context.Context, r Resource, hid string, withdraw bool) (Released, error) {
+	dl, _ := ctx.Deadline()
+	return e.ReleaseUntil(ctx, dl, r, hid, withdraw)
+}
+
+// ReleaseUntil is Release with the call's deadline dl given apart from ctx
+// (see AcquireUntil).
+func (e Env) ReleaseUntil(ctx context.Context, dl time.Time, r Resource, hid string, withdraw bool) (Released, error) {
+	if r.Kind == Mutex && !withdraw && e.batch != nil {
+		res, err := e.batch.release.do(ctx, dl, releaseCall{name: r.Name, hid: hid})
+		if err != nil {
+			return 0, err
+		}
+		if !res.slow {
+			return res.r, res.err
+		}
+	}
+	ctx, cancel := Until(ctx, dl)
+	defer cancel()
+	return e.release(ctx, r, hid, withdraw)
+}
+
+// release is Release with the resource's own script.
+func (e Env) release(ctx context.Context, r Resource, hid string, withdraw bool) (Released, error) {
 	x := e.releaseCmd(r, hid, withdraw)
 	res, werr := e.execWait(ctx, x.s, x.keys, x.args)
 	v, err := res.AsInt64()

@@ -1,0 +1,333 @@
+package scripts
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Batching: the mutex acquires (and, apart, the mutex releases) of one
+// session that overlap in time can go to Redis as one call of a batch
+// script, which runs the single script's fast path for each of them: Redis
+// then pays the script call, the read of the caller's lease and the clock
+// once per batch instead of once per call, and the client one command, one
+// write and one reply. A batch costs its calls latency, though: a call that
+// waits for a flight to leave is slower than one sent at once. So a call
+// is sent at once, as it always was, while few calls of its kind are on
+// the way (batchSiblings, like PostgreSQL's commit_siblings); past that,
+// calls queue, and a flight leaves with everything queued when a flight
+// comes back or when batchSize calls are queued, with at most batchFlights
+// flights on the way. Nothing ever waits for a timer to fill a batch.
+// docs/design.md, "Concurrent calls share one script call", has the
+// figures behind the numbers.
+
+var (
+	//go:embed mutex_acquire_batch.lua
+	mutexAcquireBatchLua string
+	//go:embed mutex_release_batch.lua
+	mutexReleaseBatchLua string
+
+	mutexAcquireBatch = newScript(fastOnly(mutexAcquireBatchLua), false)
+	mutexReleaseBatch = newScript(fastOnly(mutexReleaseBatchLua), false)
+)
+
+// fastOnly returns a script that is all fast path: body after fastpath.lua,
+// without common.lua's helpers (each a closure Redis would create on every
+// call, see join).
+func fastOnly(body string) string {
+	text := fastpath + "\n" + body
+	return protocolLocals(text, map[string]bool{}) + text
+}
+
+// The batching policy (see above).
+const (
+	// batchSiblings: a call is sent at once while at most this many calls
+	// of its kind, itself included, are queued or on the way.
+	batchSiblings = 6
+	// batchSize: past batchSiblings, a flight leaves once this many calls
+	// are queued (or when a flight comes back)...
+	batchSize = 6
+	// batchFlights: ...if fewer than this many flights are on the way.
+	batchFlights = 4
+	// maxBatch bounds the calls of one flight: a batch script of 64 calls
+	// keeps Redis busy for about as long as 10 single calls.
+	maxBatch = 64
+)
+
+// batches are the batchers of one session's Env (see Env.Prepared).
+type batches struct {
+	acquire batcher[acquireCall, attemptResult]
+	release batcher[releaseCall, releaseResult]
+}
+
+// acquireCall is one mutex acquire attempt (see Env.Acquire).
+type acquireCall struct {
+	name, hid string
+	wait      bool
+}
+
+// attemptResult is an attempt's outcome; slow when the batch script's fast
+// path did not cover it, and the caller must send the single script.
+type attemptResult struct {
+	g    Grant
+	err  error
+	slow bool
+}
+
+// releaseCall is one release of a mutex hold (see Env.Release).
+type releaseCall struct{ name, hid string }
+
+// releaseResult is a release's outcome; slow as for attemptResult.
+type releaseResult struct {
+	r    Released
+	err  error
+	slow bool
+}
+
+// batcher combines the calls of one kind into flights (see the policy
+// above). A flight runs on a goroutine of its own, which goes on with the
+// next flight while calls are queued. Callers wait for their result or
+// their ctx's end, whichever comes first, so a flight stuck on a stalled
+// server holds nobody past their ctx (as Bound does); a call whose ctx ends
+// before its flight leaves is taken out of the queue and never sent.
+type batcher[I, R any] struct {
+	// send runs one flight: ctx ends at the latest deadline of its
+	// callers; it returns one result per item, in order. Immutable once
+	// the Env is prepared.
+	send func(ctx context.Context, items []I) []R
+
+	// Guarded by mu. A call queues only where a flight goroutine runs or
+	// starts, and a flight goroutine ends only with the queue empty, so
+	// no call is ever left queued with no flight to take it.
+	mu     sync.Mutex
+	queue  []*queued[I, R] // the calls waiting for a flight
+	flying int             // flight goroutines running
+	aloft  int             // calls on the way, in flights or sent by their callers
+}
+
+// queued is one call in a batcher.
+type queued[I, R any] struct {
+	item I         // immutable
+	dl   time.Time // immutable: the call's deadline, zero for none
+	sent bool      // guarded by the batcher's mu: taken by a flight
+	done chan R    // buffer 1: the result
+}
+
+// do sends item, at once or with a later flight, and returns its result;
+// or ctx's error when ctx ends first (the call's outcome is then unknown
+// if it was sent). The flight that carries it ends by dl (zero: no
+// deadline), which ctx need not carry.
+func (b *batcher[I, R]) do(ctx context.Context, dl time.Time, item I) (R, error) {
+	stop := ctx.Done()
+	b.mu.Lock()
+	if stop == nil && len(b.queue) == 0 && b.aloft < batchSiblings {
+		// A caller whose ctx never ends has nothing to wait for but the
+		// result: it sends its call itself, saving the hand-over to a
+		// flight goroutine and back (as Direct does for Bound).
+		b.aloft++
+		b.mu.Unlock()
+		r := b.sendOne(dl, item)
+		b.mu.Lock()
+		b.aloft--
+		b.mu.Unlock()
+		return r, nil
+	}
+	q := &queued[I, R]{item: item, dl: dl, done: make(chan R, 1)}
+	b.queue = append(b.queue, q)
+	start := b.flying == 0 || b.aloft+len(b.queue) <= batchSiblings ||
+		(b.flying < batchFlights && len(b.queue) >= batchSize)
+	if start {
+		b.flying++
+	}
+	b.mu.Unlock()
+	if start {
+		go b.fly()
+	}
+	if stop == nil {
+		return <-q.done, nil
+	}
+	select {
+	case r := <-q.done:
+		return r, nil
+	case <-stop:
+	}
+	b.mu.Lock()
+	if !q.sent {
+		for i, x := range b.queue {
+			if x == q {
+				b.queue = append(b.queue[:i], b.queue[i+1:]...)
+				break
+			}
+		}
+	}
+	b.mu.Unlock()
+	select {
+	case r := <-q.done: // a result ready when ctx ended is still returned
+		return r, nil
+	default:
+		var zero R
+		return zero, ctx.Err()
+	}
+}
+
+// sendOne sends a flight of item alone, on the caller's goroutine.
+func (b *batcher[I, R]) sendOne(dl time.Time, item I) R {
+	ctx, cancel := flightCtx(dl)
+	defer cancel()
+	return b.send(ctx, []I{item})[0]
+}
+
+// flightCtx returns the ctx of a flight that must end by dl (zero: never).
+func flightCtx(dl time.Time) (context.Context, context.CancelFunc) {
+	if dl.IsZero() {
+		return context.Background(), func() {}
+	}
+	return context.WithDeadline(context.Background(), dl)
+}
+
+// fly sends flights while calls are queued.
+func (b *batcher[I, R]) fly() {
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), maxBatch)
+		if n == 0 {
+			b.flying--
+			b.mu.Unlock()
+			return
+		}
+		flight := make([]*queued[I, R], n)
+		copy(flight, b.queue)
+		rest := copy(b.queue, b.queue[n:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
+		b.aloft += n
+		var dl time.Time // the latest deadline; zero when a call has none
+		items := make([]I, n)
+		for i, q := range flight {
+			q.sent = true
+			items[i] = q.item
+			if i == 0 || q.dl.IsZero() || (!dl.IsZero() && q.dl.After(dl)) {
+				dl = q.dl
+			}
+		}
+		b.mu.Unlock()
+		ctx, cancel := flightCtx(dl)
+		rs := b.send(ctx, items)
+		cancel()
+		b.mu.Lock()
+		b.aloft -= n
+		b.mu.Unlock()
+		for i, q := range flight {
+			q.done <- rs[i]
+		}
+	}
+}
+
+// newBatches returns the batchers of e. Their flights run on e's client
+// without Bound: the callers wait on their own ctx (see batcher).
+func newBatches(e Env) *batches {
+	f := e
+	f.C, f.batch = unbound(e.C), nil
+	b := &batches{}
+	b.acquire.send = f.acquireFlight
+	b.release.send = f.releaseFlight
+	return b
+}
+
+// unbound returns the client c wraps if c is Bound's, else c.
+func unbound(c rueidis.Client) rueidis.Client {
+	if b, ok := c.(bounded); ok {
+		return b.Client
+	}
+	return c
+}
+
+// acquireFlight sends one flight of mutex acquire attempts: alone, the
+// single script as Env.Acquire sends it; together, mutex_acquire_batch.lua.
+func (e Env) acquireFlight(ctx context.Context, as []acquireCall) []attemptResult {
+	out := make([]attemptResult, len(as))
+	if len(as) == 1 {
+		a := as[0]
+		out[0].g, out[0].err = e.acquire(ctx, Resource{Kind: Mutex, Name: a.name}, a.hid, a.wait)
+		return out
+	}
+	keys := make([]string, len(as)+1)
+	args := make([]string, len(as)+1)
+	keys[0], args[0] = e.K.Lease(SessionOf(as[0].hid)), e.mutexOpts()
+	for i, a := range as {
+		keys[i+1] = e.K.Mutex(a.name)
+		w := "0"
+		if a.wait {
+			w = "1"
+		}
+		args[i+1] = w + a.hid
+	}
+	res, werr := e.execWait(ctx, mutexAcquireBatch, keys, args)
+	v, err := res.ToArray()
+	if err == nil && len(v) != len(as) {
+		err = fmt.Errorf("%w: %d replies for %d attempts", errReply, len(v), len(as))
+	}
+	for i, a := range as {
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		r, err := v[i].ToArray()
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		if len(r) == 1 {
+			if c, err := r[0].AsInt64(); err == nil && c == replySlow {
+				out[i].slow = true
+				continue
+			}
+		}
+		out[i].g, out[i].err = parseGrant(r, a.name)
+		if out[i].err == nil && out[i].g.Status == Granted && werr != nil {
+			out[i].err = werr // not replicated: the caller rolls the grant back
+		}
+	}
+	return out
+}
+
+// releaseFlight sends one flight of mutex releases: alone, the single
+// script as Env.Release sends it; together, mutex_release_batch.lua.
+func (e Env) releaseFlight(ctx context.Context, rs []releaseCall) []releaseResult {
+	out := make([]releaseResult, len(rs))
+	if len(rs) == 1 {
+		out[0].r, out[0].err = e.release(ctx, Resource{Kind: Mutex, Name: rs[0].name}, rs[0].hid, false)
+		return out
+	}
+	keys := make([]string, len(rs))
+	args := make([]string, len(rs)+1)
+	args[0] = e.sharded()
+	for i, r := range rs {
+		keys[i], args[i+1] = e.K.Mutex(r.name), r.hid
+	}
+	res, werr := e.execWait(ctx, mutexReleaseBatch, keys, args)
+	v, err := res.ToArray()
+	if err == nil && len(v) != len(rs) {
+		err = fmt.Errorf("%w: %d replies for %d releases", errReply, len(v), len(rs))
+	}
+	for i := range rs {
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		n, err := v[i].AsInt64()
+		switch {
+		case err != nil:
+			out[i].err = err
+		case n == replySlow:
+			out[i].slow = true
+		default:
+			out[i].r, out[i].err = Released(n), werr
+		}
+	}
+	return out
+}

@@ -1,0 +1,479 @@
+package scripts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/redistest"
+)
+
+// batchWorld is one namespace with leases a, b and c, where a test sets up mutexes and compares the batch scripts with the
+// single ones.
+type batchWorld struct {
+	t   *testing.T
+	ctx context.Context
+	c   rueidis.Client
+	e   Env
+}
+
+func newBatchWorld(t *testing.T, ctx context.Context, c rueidis.Client) *batchWorld {
+	t.Helper()
+	w := &batchWorld{t: t, ctx: ctx, c: c, e: Env{C: c, K: NewKeys(redistest.Namespace(t)), TTL: time.Minute}}
+	w.e.mutexTail = w.e.formatMutexOpts()
+	for _, sid := range []string{"a", "b", "c"} {
+		if ok, err := w.e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
+			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
+		}
+	}
+	return w
+}
+
+func (w *batchWorld) do(args ...string) rueidis.RedisResult {
+	w.t.Helper()
+	r := w.c.Do(w.ctx, w.c.B().Arbitrary(args...).Build())
+	if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+		w.t.Fatalf("%v: %v", args, err)
+	}
+	return r
+}
+
+// grant makes hid the holder of mutex name with the single script.
+func (w *batchWorld) grant(name, hid string) {
+	w.t.Helper()
+	if g, err := w.e.acquire(w.ctx, Resource{Kind: Mutex, Name: name}, hid, false); err != nil || g.Status != Granted {
+		w.t.Fatalf("grant %s to %s: %+v, %v", name, hid, g, err)
+	}
+}
+
+// state is everything the scripts wrote, tokens masked: every key of the
+// namespace but the leases, with its value (a mutex string or a queue)
+// and whether it expires; the leases' withdrawal marks.
+func (w *batchWorld) state() []string {
+	w.t.Helper()
+	keys, err := w.c.Do(w.ctx, w.c.B().Keys().Pattern(w.e.K.Prefix+"*").Build()).AsStrSlice()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []string
+	for _, k := range keys {
+		rel := strings.TrimPrefix(k, w.e.K.Prefix)
+		ttl, _ := w.do("PTTL", k).AsInt64()
+		switch typ, _ := w.do("TYPE", k).ToString(); typ {
+		case "string":
+			v, _ := w.do("GET", k).ToString()
+			if f := strings.Split(v, "|"); len(f) == 6 {
+				f[1] = "tok"
+				v = strings.Join(f, "|")
+			} else if rel == keyEpoch {
+				v = "time"
+			}
+			out = append(out, fmt.Sprintf("%s=%s expires=%v", rel, v, ttl > 0))
+		case "list":
+			v, _ := w.do("LRANGE", k, "0", "-1").AsStrSlice()
+			out = append(out, fmt.Sprintf("%s=%v expires=%v", rel, v, ttl > 0))
+		case "hash":
+			f, _ := w.do("HKEYS", k).AsStrSlice()
+			slices.Sort(f)
+			out = append(out, fmt.Sprintf("%s fields=%v", rel, f))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestBatchScriptsMatchSingle: a batch of acquire attempts, and one of
+// releases, leaves Redis as the single scripts sent one by one in the same
+// order do, and answers each call as the single script would, or R_SLOW
+// without writing anything, which the single script then answers.
+func TestBatchScriptsMatchSingle(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, b, c1 := HoldID("a", 1), HoldID("b", 1), HoldID("c", 1)
+	// setup builds the same mutexes in any world.
+	setup := func(w *batchWorld) {
+		w.grant("idle", HoldID("b", 9))
+		if r, err := w.e.release(ctx, Resource{Kind: Mutex, Name: "idle"}, HoldID("b", 9), false); err != nil || r != Freed {
+			t.Fatalf("release: %v, %v", r, err)
+		}
+		w.grant("busy", b)
+		w.grant("busyq", HoldID("b", 2))
+		w.grant("mine", HoldID("a", 7))
+		w.grant("dead", c1)
+		w.do("DEL", w.e.K.Lease("c")) // c1's lease is gone: the full path must clear it
+		w.e.withdrawForTest(ctx, t, HoldID("a", 8))
+	}
+	attempts := []acquireCall{
+		{name: "idle", hid: a},                           // free with a token: granted
+		{name: "fresh", hid: HoldID("a", 2)},             // no key: granted
+		{name: "busy", hid: HoldID("a", 3)},              // held, no wait: busy
+		{name: "busyq", hid: HoldID("a", 4), wait: true}, // held, wait: queued
+		{name: "busyq", hid: HoldID("a", 5), wait: true}, // queued behind it
+		{name: "mine", hid: HoldID("a", 7)},              // a retried grant: slow
+		{name: "dead", hid: HoldID("a", 6)},              // a dead holder: slow
+		{name: "idle", hid: HoldID("a", 8)},              // withdrawn: slow
+		{name: "fresh", hid: HoldID("a", 9), wait: true}, // granted above in this batch: queued
+	}
+	single := newBatchWorld(t, ctx, c)
+	setup(single)
+	var want []Grant
+	for _, x := range attempts {
+		g, err := single.e.acquire(ctx, Resource{Kind: Mutex, Name: x.name}, x.hid, x.wait)
+		if err != nil {
+			t.Fatalf("single %+v: %v", x, err)
+		}
+		want = append(want, g)
+	}
+	batch := newBatchWorld(t, ctx, c)
+	setup(batch)
+	got := batch.e.acquireFlight(ctx, attempts)
+	slow := 0
+	for i, x := range attempts {
+		r := got[i]
+		if r.err != nil {
+			t.Fatalf("batch %+v: %v", x, r.err)
+		}
+		if r.slow {
+			slow++
+			g, err := batch.e.acquire(ctx, Resource{Kind: Mutex, Name: x.name}, x.hid, x.wait)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.g = g
+		}
+		if r.g.Status != want[i].Status || r.g.Position != want[i].Position || (r.g.Wait > 0) != (want[i].Wait > 0) {
+			t.Errorf("attempt %d %+v: batch %+v (slow %v), single %+v", i, x, r.g, r.slow, want[i])
+		}
+	}
+	if slow != 3 {
+		t.Errorf("%d attempts answered slow, want 3 (retried grant, dead holder, withdrawn)", slow)
+	}
+	if s, b := single.state(), batch.state(); !slices.Equal(s, b) {
+		t.Errorf("state after acquires differs:\nsingle %v\nbatch  %v", s, b)
+	}
+
+	// Releases: idle with nobody waiting, a hand-off to a live waiter, one
+	// not held (slow: not found), a hand-off whose first waiter is dead
+	// (slow), and the queued waiters.
+	for _, w := range []*batchWorld{single, batch} {
+		w.grant("handdead", HoldID("a", 20))
+		if g, err := w.e.acquire(ctx, Resource{Kind: Mutex, Name: "handdead"}, HoldID("b", 20), true); err != nil || g.Status != Busy {
+			t.Fatalf("queue b.20: %+v, %v", g, err)
+		}
+		w.do("RPOP", w.e.K.Queue(Mutex, "handdead"))
+		w.do("RPUSH", w.e.K.Queue(Mutex, "handdead"), HoldID("c", 20), HoldID("b", 20))
+	}
+	// busyq's holder b.2 hands over to a.4 (a's lease is live).
+	releases := []releaseCall{
+		{name: "idle", hid: a},
+		{name: "fresh", hid: HoldID("a", 2)}, // hands over to a.9, queued behind it
+		{name: "busy", hid: HoldID("a", 3)},  // not held by it: slow
+		{name: "handdead", hid: HoldID("a", 20)},
+	}
+	var wantR []Released
+	for _, x := range releases {
+		r, err := single.e.release(ctx, Resource{Kind: Mutex, Name: x.name}, x.hid, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantR = append(wantR, r)
+	}
+	gotR := batch.e.releaseFlight(ctx, releases)
+	slow = 0
+	for i, x := range releases {
+		r := gotR[i]
+		if r.err != nil {
+			t.Fatalf("batch release %+v: %v", x, r.err)
+		}
+		if r.slow {
+			slow++
+			v, err := batch.e.release(ctx, Resource{Kind: Mutex, Name: x.name}, x.hid, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.r = v
+		}
+		if r.r != wantR[i] {
+			t.Errorf("release %d %+v: batch %v (slow %v), single %v", i, x, r.r, r.slow, wantR[i])
+		}
+	}
+	if slow != 2 {
+		t.Errorf("%d releases answered slow, want 2 (not held, dead first waiter)", slow)
+	}
+	if s, b := single.state(), batch.state(); !slices.Equal(s, b) {
+		t.Errorf("state after releases differs:\nsingle %v\nbatch  %v", s, b)
+	}
+}
+
+// TestBatchTokensIncrease: the tokens of one batch come from one reading of
+// the clock, and each is still above the mutex's last one, also when the
+// stored token is ahead of the clock.
+func TestBatchTokensIncrease(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w := newBatchWorld(t, ctx, srv.Client(t))
+	ahead := fmt.Sprintf("%d", time.Now().Add(time.Hour).UnixMicro())
+	w.do("SET", w.e.K.Mutex("ahead"), "|"+ahead+"|0|120000||", "PX", "60000")
+	w.grant("behind", HoldID("b", 1))
+	old, _ := parseTok(w.do("GET", w.e.K.Mutex("behind")))
+	w.e.release(ctx, Resource{Kind: Mutex, Name: "behind"}, HoldID("b", 1), false)
+	got := w.e.acquireFlight(ctx, []acquireCall{{name: "ahead", hid: HoldID("a", 1)}, {name: "behind", hid: HoldID("a", 2)}})
+	for _, r := range got {
+		if r.err != nil || r.slow || r.g.Status != Granted {
+			t.Fatalf("%+v", r)
+		}
+	}
+	if want := mustInt(t, ahead) + 1; got[0].g.Token != want {
+		t.Errorf("token after a stored one ahead of the clock: %d, want %d", got[0].g.Token, want)
+	}
+	if got[1].g.Token <= old {
+		t.Errorf("token %d not above the last one, %d", got[1].g.Token, old)
+	}
+	// A hand-off in a release batch: above the mutex's last token too.
+	w.do("SET", w.e.K.Mutex("ahead"), HoldID("a", 1)+"|"+fmt.Sprint(got[0].g.Token)+"|0|120000||1", "PX", "60000")
+	w.do("RPUSH", w.e.K.Queue(Mutex, "ahead"), HoldID("b", 5))
+	rs := w.e.releaseFlight(ctx, []releaseCall{{name: "ahead", hid: HoldID("a", 1)}, {name: "behind", hid: HoldID("a", 2)}})
+	for _, r := range rs {
+		if r.err != nil || r.slow || r.r != Freed {
+			t.Fatalf("%+v", r)
+		}
+	}
+	v, _ := w.do("GET", w.e.K.Mutex("ahead")).ToString()
+	if f := strings.Split(v, "|"); f[0] != HoldID("b", 5) || mustInt(t, f[1]) != got[0].g.Token+1 {
+		t.Errorf("handed-over mutex %q, want holder %s and token %d", v, HoldID("b", 5), got[0].g.Token+1)
+	}
+}
+
+func parseTok(r rueidis.RedisResult) (int64, error) {
+	v, err := r.ToString()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	_, err = fmt.Sscan(strings.Split(v, "|")[1], &n)
+	return n, err
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// withdrawForTest withdraws hid as a Claim that gave up does.
+func (e Env) withdrawForTest(ctx context.Context, t *testing.T, hid string) {
+	t.Helper()
+	if _, err := e.release(ctx, Resource{Kind: Mutex, Name: "withdrawn"}, hid, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blockedSend is a batcher's send that reports each flight as it starts
+// and answers each item with its own value once told to.
+type blockedSend struct {
+	mu      sync.Mutex
+	flights [][]int
+	started chan flightStarted
+}
+
+type flightStarted struct {
+	items   []int
+	proceed chan struct{}
+}
+
+func (s *blockedSend) send(ctx context.Context, items []int) []int {
+	s.mu.Lock()
+	s.flights = append(s.flights, slices.Clone(items))
+	s.mu.Unlock()
+	f := flightStarted{slices.Clone(items), make(chan struct{})}
+	s.started <- f
+	<-f.proceed
+	return slices.Clone(items)
+}
+
+// TestBatcherPolicy: calls go at once while few are on the way; past that
+// they queue and leave together, when a flight comes back or batchSize are
+// queued, with at most batchFlights on the way. A call whose ctx ends
+// while queued is never sent; every other call gets its own result.
+func TestBatcherPolicy(t *testing.T) {
+	if batchSiblings < batchFlights || batchSize > batchSiblings {
+		t.Fatal("the test assumes batchSiblings >= batchFlights and batchSize <= batchSiblings")
+	}
+	s := &blockedSend{started: make(chan flightStarted, 100)}
+	b := &batcher[int, int]{send: s.send}
+	ctx, stop := context.WithCancel(context.Background()) // a ctx that can end: callers hand their calls to flights
+	defer stop()
+	var wg sync.WaitGroup
+	results := make(chan [2]int, 100)
+	call := func(ctx context.Context, i int) {
+		wg.Go(func() {
+			r, err := b.do(ctx, time.Time{}, i)
+			if err != nil {
+				r = -1
+			}
+			results <- [2]int{i, r}
+		})
+	}
+	flight := func(want int) flightStarted {
+		t.Helper()
+		select {
+		case f := <-s.started:
+			if len(f.items) != want {
+				t.Fatalf("flight of %v, want %d calls", f.items, want)
+			}
+			return f
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no flight of %d", want)
+		}
+		panic("unreachable")
+	}
+	result := func(want ...int) {
+		t.Helper()
+		for range want {
+			select {
+			case r := <-results:
+				if !slices.Contains(want, r[0]) || r[1] != r[0] {
+					t.Fatalf("call %d got %d; want results of %v", r[0], r[1], want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no result for %v", want)
+			}
+		}
+	}
+	// batchSiblings calls go at once, each in a flight of its own.
+	var first []flightStarted
+	for i := range batchSiblings {
+		call(ctx, i)
+		first = append(first, flight(1))
+	}
+	// The next ones queue; one whose ctx ends while queued is dropped.
+	cctx, cancel := context.WithCancel(ctx)
+	call(cctx, 100)
+	waitQueued(t, b, 1)
+	cancel()
+	if r := <-results; r != [2]int{100, -1} {
+		t.Fatalf("canceled queued call: %v, want an error", r)
+	}
+	waitQueued(t, b, 0)
+	// With batchSiblings flights on the way (more than batchFlights), calls
+	// queue whatever their number...
+	for i := range 10 {
+		call(ctx, 10+i)
+	}
+	waitQueued(t, b, 10)
+	// ...until a flight comes back and takes them all with it.
+	close(first[0].proceed)
+	result(0)
+	big := flight(10)
+	for _, f := range first[1:] {
+		close(f.proceed)
+	}
+	result(1, 2, 3, 4, 5)
+	// One flight of 10 on the way: new calls queue until batchSize of them
+	// start a flight.
+	for i := range batchSize - 1 {
+		call(ctx, 30+i)
+	}
+	waitQueued(t, b, batchSize-1)
+	call(ctx, 30+batchSize-1)
+	f := flight(batchSize)
+	close(big.proceed)
+	result(10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
+	close(f.proceed)
+	result(30, 31, 32, 33, 34, 35)
+	wg.Wait()
+	for _, f := range s.flights {
+		if slices.Contains(f, 100) {
+			t.Fatalf("a call whose ctx ended while queued was sent: %v", s.flights)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for start := time.Now(); b.flying != 0 && time.Since(start) < 5*time.Second; {
+		b.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		b.mu.Lock()
+	}
+	if b.flying != 0 || b.aloft != 0 || len(b.queue) != 0 {
+		t.Errorf("batcher not idle: flying %d, aloft %d, queued %d", b.flying, b.aloft, len(b.queue))
+	}
+}
+
+// waitQueued waits until n calls are queued in b.
+func waitQueued[I, R any](t *testing.T, b *batcher[I, R], n int) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		q := len(b.queue)
+		b.mu.Unlock()
+		if q == n {
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("%d calls queued, want %d", q, n)
+		}
+	}
+}
+
+// TestBatcherCallInFlightReturnsAtCtx: a call whose flight is stuck returns
+// when its ctx ends, with ctx's error.
+func TestBatcherCallInFlightReturnsAtCtx(t *testing.T) {
+	s := &blockedSend{started: make(chan flightStarted, 1)}
+	b := &batcher[int, int]{send: s.send}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := b.do(ctx, time.Time{}, 1)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want DeadlineExceeded", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("returned after %v with a 50ms ctx", el)
+	}
+	close((<-s.started).proceed) // the flight ends; its goroutine exits (goleak checks)
+}
+
+// TestBatcherCallerSendsAlone: a call whose ctx never ends, with nothing
+// queued, is sent by its caller (no flight goroutine); calls that come
+// meanwhile go as usual.
+func TestBatcherCallerSendsAlone(t *testing.T) {
+	s := &blockedSend{started: make(chan flightStarted, 10)}
+	b := &batcher[int, int]{send: s.send}
+	got := make(chan int, 2)
+	go func() {
+		r, _ := b.do(context.Background(), time.Time{}, 1)
+		got <- r
+	}()
+	f := <-s.started
+	b.mu.Lock()
+	flying, aloft := b.flying, b.aloft
+	b.mu.Unlock()
+	if flying != 0 || aloft != 1 {
+		t.Fatalf("caller's own flight: %d flight goroutines, %d calls on the way; want 0, 1", flying, aloft)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		r, _ := b.do(ctx, time.Time{}, 2)
+		got <- r
+	}()
+	g := <-s.started // a flight goroutine of its own: one call is on the way
+	close(f.proceed)
+	close(g.proceed)
+	if a, b := <-got, <-got; a+b != 3 {
+		t.Fatalf("results %d, %d; want 1 and 2", a, b)
+	}
+}
