@@ -482,6 +482,7 @@ func (l *loop) shutdown() {
 	done := l.startCleanup(ctx)
 	l.dropNotifications()
 	l.reply(l.awaitCleanup(ctx, done))
+	s.env.Stop()   // the goroutines kept for the next batch of calls
 	s.logq.close() // the loop logs nothing after this
 }
 

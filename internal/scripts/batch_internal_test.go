@@ -313,7 +313,8 @@ func TestBatcherPolicy(t *testing.T) {
 		t.Fatal("the test assumes batchSiblings >= batchFlights and batchSize <= batchSiblings")
 	}
 	s := &blockedSend{started: make(chan flightStarted, 100)}
-	b := &batcher[int, int]{send: s.send}
+	b := newBatcher(s.send)
+	defer b.stop()
 	ctx, stop := context.WithCancel(context.Background()) // a ctx that can end: callers hand their calls to flights
 	defer stop()
 	var wg sync.WaitGroup
@@ -410,6 +411,11 @@ func TestBatcherPolicy(t *testing.T) {
 	if b.flying != 0 || b.aloft != 0 || len(b.queue) != 0 {
 		t.Errorf("batcher not idle: flying %d, aloft %d, queued %d", b.flying, b.aloft, len(b.queue))
 	}
+	// The flight goroutines are parked for the next flights: the first
+	// batchSiblings, which also took the later flights.
+	if b.idle != batchSiblings {
+		t.Errorf("%d flight goroutines parked, want %d", b.idle, batchSiblings)
+	}
 }
 
 // waitQueued waits until n calls are queued in b.
@@ -432,7 +438,8 @@ func waitQueued[I, R any](t *testing.T, b *batcher[I, R], n int) {
 // when its ctx ends, with ctx's error.
 func TestBatcherCallInFlightReturnsAtCtx(t *testing.T) {
 	s := &blockedSend{started: make(chan flightStarted, 1)}
-	b := &batcher[int, int]{send: s.send}
+	b := newBatcher(s.send)
+	defer b.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -451,7 +458,8 @@ func TestBatcherCallInFlightReturnsAtCtx(t *testing.T) {
 // meanwhile go as usual.
 func TestBatcherCallerSendsAlone(t *testing.T) {
 	s := &blockedSend{started: make(chan flightStarted, 10)}
-	b := &batcher[int, int]{send: s.send}
+	b := newBatcher(s.send)
+	defer b.stop()
 	got := make(chan int, 2)
 	go func() {
 		r, _ := b.do(context.Background(), time.Time{}, 1)
