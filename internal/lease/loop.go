@@ -481,8 +481,9 @@ func (l *loop) shutdown() {
 	l.drainRequests()
 	done := l.startCleanup(ctx)
 	l.dropNotifications()
-	l.reply(l.awaitCleanup(ctx, done))
-	s.env.Stop()   // the goroutines kept for the next batch of calls
+	err := l.awaitCleanup(ctx, done)
+	s.env.Stop() // the goroutines kept for the next batch of calls, before Close returns
+	l.reply(err)
 	s.logq.close() // the loop logs nothing after this
 }
 

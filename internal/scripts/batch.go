@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -96,9 +97,11 @@ type releaseResult struct {
 // before its flight leaves is taken out of the queue and never sent.
 type batcher[I, R any] struct {
 	// send runs one flight: ctx ends at the latest deadline of its
-	// callers; it returns one result per item, in order. Immutable once
-	// the Env is prepared.
+	// callers; it returns one result per item, in order. fail is the
+	// result of a call whose flight outlived its deadline (see overdue).
+	// Both immutable once the Env is prepared.
 	send func(ctx context.Context, items []I) []R
+	fail func(err error) R
 
 	// wake is how a flight starts on an idle flight goroutine: one token
 	// per goroutine taken off idle. Immutable once the Env is prepared.
@@ -128,6 +131,10 @@ type queued[I, R any] struct {
 // if it was sent). The flight that carries it ends by dl (zero: no
 // deadline), which ctx need not carry.
 func (b *batcher[I, R]) do(ctx context.Context, dl time.Time, item I) (R, error) {
+	if err := ctx.Err(); err != nil {
+		var zero R
+		return zero, err // not sent, as rueidis does not send a call whose ctx ended
+	}
 	stop := ctx.Done()
 	b.mu.Lock()
 	if stop == nil && len(b.queue) == 0 && b.aloft < batchSiblings {
@@ -144,20 +151,10 @@ func (b *batcher[I, R]) do(ctx context.Context, dl time.Time, item I) (R, error)
 	}
 	q := &queued[I, R]{item: item, dl: dl, done: make(chan R, 1)}
 	b.queue = append(b.queue, q)
-	start := b.flying == 0 || b.aloft+len(b.queue) <= batchSiblings ||
-		(b.flying < batchFlights && len(b.queue) >= batchSize)
 	spawn := false
-	if start {
-		b.flying++
-		spawn = true
-		if b.idle > 0 {
-			select {
-			case b.wake <- struct{}{}:
-				b.idle--
-				spawn = false
-			default: // never, with one token per parked goroutine at most
-			}
-		}
+	if b.flying == 0 || b.aloft+len(b.queue) <= batchSiblings ||
+		(b.flying < batchFlights && len(b.queue) >= batchSize) {
+		spawn = b.startFlight()
 	}
 	b.mu.Unlock()
 	if spawn {
@@ -188,6 +185,21 @@ func (b *batcher[I, R]) do(ctx context.Context, dl time.Time, item I) (R, error)
 		var zero R
 		return zero, ctx.Err()
 	}
+}
+
+// startFlight wakes a parked flight goroutine, or reports that one must be
+// started (go b.fly(), once b.mu is unlocked). b.mu is held.
+func (b *batcher[I, R]) startFlight() (spawn bool) {
+	b.flying++
+	if b.idle > 0 {
+		select {
+		case b.wake <- struct{}{}:
+			b.idle--
+			return false
+		default: // never, with one token per parked goroutine at most
+		}
+	}
+	return true
 }
 
 // stop ends the parked flight goroutines and makes the others end once
@@ -256,14 +268,40 @@ func (b *batcher[I, R]) fly() {
 		}
 		b.mu.Unlock()
 		ctx, cancel := flightCtx(dl)
+		var settled atomic.Bool // by this goroutine's results or by overdue
+		late := context.AfterFunc(ctx, func() { b.overdue(flight, &settled) })
 		rs := b.send(ctx, items)
+		late()
 		cancel()
-		b.mu.Lock()
-		b.aloft -= n
-		b.mu.Unlock()
-		for i, q := range flight {
-			q.done <- rs[i]
+		if settled.CompareAndSwap(false, true) {
+			b.mu.Lock()
+			b.aloft -= len(flight)
+			b.mu.Unlock()
+			for i, q := range flight {
+				q.done <- rs[i]
+			}
 		}
+	}
+}
+
+// overdue settles a flight still on the way at its deadline: rueidis
+// returns by a call's deadline, but not while it waits for a redial that
+// another goroutine started (see Bound). Its callers get a deadline error,
+// as rueidis would have given them, its calls no longer count as on the
+// way, and calls queued behind it get a flight of their own.
+func (b *batcher[I, R]) overdue(flight []*queued[I, R], settled *atomic.Bool) {
+	if !settled.CompareAndSwap(false, true) {
+		return
+	}
+	for _, q := range flight {
+		q.done <- b.fail(context.DeadlineExceeded)
+	}
+	b.mu.Lock()
+	b.aloft -= len(flight)
+	spawn := len(b.queue) > 0 && b.startFlight()
+	b.mu.Unlock()
+	if spawn {
+		go b.fly()
 	}
 }
 
@@ -272,12 +310,15 @@ func (b *batcher[I, R]) fly() {
 func newBatches(e Env) *batches {
 	f := e
 	f.C, f.batch = unbound(e.C), nil
-	return &batches{acquire: newBatcher(f.acquireFlight), release: newBatcher(f.releaseFlight)}
+	return &batches{
+		acquire: newBatcher(f.acquireFlight, func(err error) attemptResult { return attemptResult{err: err} }),
+		release: newBatcher(f.releaseFlight, func(err error) releaseResult { return releaseResult{err: err} }),
+	}
 }
 
-// newBatcher returns a batcher whose flights run send.
-func newBatcher[I, R any](send func(ctx context.Context, items []I) []R) *batcher[I, R] {
-	return &batcher[I, R]{send: send, wake: make(chan struct{}, maxBatch)}
+// newBatcher returns a batcher whose flights run send (see batcher.fail).
+func newBatcher[I, R any](send func(ctx context.Context, items []I) []R, fail func(error) R) *batcher[I, R] {
+	return &batcher[I, R]{send: send, fail: fail, wake: make(chan struct{}, maxBatch)}
 }
 
 // Stop ends the goroutines that e's batchers keep for their next flights;

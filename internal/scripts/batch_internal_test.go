@@ -313,7 +313,7 @@ func TestBatcherPolicy(t *testing.T) {
 		t.Fatal("the test assumes batchSiblings >= batchFlights and batchSize <= batchSiblings")
 	}
 	s := &blockedSend{started: make(chan flightStarted, 100)}
-	b := newBatcher(s.send)
+	b := newBatcher(s.send, overdueInt)
 	defer b.stop()
 	ctx, stop := context.WithCancel(context.Background()) // a ctx that can end: callers hand their calls to flights
 	defer stop()
@@ -438,7 +438,7 @@ func waitQueued[I, R any](t *testing.T, b *batcher[I, R], n int) {
 // when its ctx ends, with ctx's error.
 func TestBatcherCallInFlightReturnsAtCtx(t *testing.T) {
 	s := &blockedSend{started: make(chan flightStarted, 1)}
-	b := newBatcher(s.send)
+	b := newBatcher(s.send, overdueInt)
 	defer b.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -458,7 +458,7 @@ func TestBatcherCallInFlightReturnsAtCtx(t *testing.T) {
 // meanwhile go as usual.
 func TestBatcherCallerSendsAlone(t *testing.T) {
 	s := &blockedSend{started: make(chan flightStarted, 10)}
-	b := newBatcher(s.send)
+	b := newBatcher(s.send, overdueInt)
 	defer b.stop()
 	got := make(chan int, 2)
 	go func() {
@@ -483,5 +483,104 @@ func TestBatcherCallerSendsAlone(t *testing.T) {
 	close(g.proceed)
 	if a, b := <-got, <-got; a+b != 3 {
 		t.Fatalf("results %d, %d; want 1 and 2", a, b)
+	}
+}
+
+// overdueInt is the test batchers' result of an overdue call.
+func overdueInt(error) int { return -2 }
+
+// TestBatcherOverdueFlight: a flight still on the way at its deadline (a
+// call stuck in rueidis' wait for another goroutine's redial) settles:
+// its callers get the failure at that deadline, also those whose ctx has
+// none, and calls queued behind the stuck flights get a flight.
+func TestBatcherOverdueFlight(t *testing.T) {
+	s := &blockedSend{started: make(chan flightStarted, 100)}
+	b := newBatcher(s.send, overdueInt)
+	defer b.stop()
+	ctx, cancel := context.WithCancel(context.Background()) // no deadline
+	defer cancel()
+	dl := time.Now().Add(100 * time.Millisecond)
+	results := make(chan [2]int, 100)
+	var stuck []flightStarted
+	for i := range batchSiblings {
+		go func() {
+			r, _ := b.do(ctx, dl, i)
+			results <- [2]int{i, r}
+		}()
+		stuck = append(stuck, <-s.started)
+	}
+	go func() {
+		r, _ := b.do(ctx, time.Now().Add(time.Minute), 100) // queued behind them
+		results <- [2]int{100, r}
+	}()
+	waitQueued(t, b, 1)
+	start := time.Now()
+	for range batchSiblings {
+		if r := <-results; r[1] != -2 {
+			t.Fatalf("call %d of a stuck flight: result %d, want the failure", r[0], r[1])
+		}
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("stuck flights settled after %v, deadline 100ms", el)
+	}
+	f := <-s.started // the queued call's own flight
+	if len(f.items) != 1 || f.items[0] != 100 {
+		t.Fatalf("flight %v, want the queued call", f.items)
+	}
+	close(f.proceed)
+	if r := <-results; r != [2]int{100, 100} {
+		t.Fatalf("queued call: %v", r)
+	}
+	for _, f := range stuck {
+		close(f.proceed) // their late results are dropped
+	}
+	b.mu.Lock()
+	for start := time.Now(); b.flying != 0 && time.Since(start) < 5*time.Second; {
+		b.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		b.mu.Lock()
+	}
+	defer b.mu.Unlock()
+	if b.flying != 0 || b.aloft != 0 || len(b.queue) != 0 {
+		t.Errorf("batcher not idle: flying %d, aloft %d, queued %d", b.flying, b.aloft, len(b.queue))
+	}
+}
+
+// TestAbsentMutexServesItsQueue: a mutex key can expire while its queue
+// still holds a live waiter (a lock delay keeps the key only until the
+// delay ends, and a waiter with a long TTL may not renew it in time).
+// A newcomer must then not be granted the mutex past the waiter, on the
+// fast path of the single script nor in a batch; the waiter's re-check
+// gets it.
+func TestAbsentMutexServesItsQueue(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, batched := range []bool{false, true} {
+		w := newBatchWorld(t, ctx, c)
+		m := Resource{Kind: Mutex, Name: "m"}
+		w.grant("m", HoldID("c", 1))
+		if g, err := w.e.acquire(ctx, m, HoldID("b", 1), true); err != nil || g.Status != Busy {
+			t.Fatalf("queue b.1: %+v, %v", g, err)
+		}
+		w.do("DEL", w.e.K.Mutex("m")) // expired, its queue still there
+		var g Grant
+		if batched {
+			r := w.e.acquireFlight(ctx, []acquireCall{{name: "m", hid: HoldID("a", 1)}, {name: "other", hid: HoldID("a", 2)}})
+			if r[0].err != nil || !r[0].slow {
+				t.Fatalf("batched: newcomer %+v, want slow", r[0])
+			}
+		}
+		g, err := w.e.acquire(ctx, m, HoldID("a", 1), false)
+		if err != nil || g.Status == Granted {
+			t.Fatalf("batched %v: newcomer past a live waiter: %+v, %v", batched, g, err)
+		}
+		if g, err := w.e.acquire(ctx, m, HoldID("b", 1), true); err != nil || g.Status != Granted {
+			t.Fatalf("batched %v: the waiter's re-check: %+v, %v; want granted", batched, g, err)
+		}
+		if q, _ := w.do("LLEN", w.e.K.Queue(Mutex, "m")).AsInt64(); q != 0 {
+			t.Fatalf("batched %v: %d entries left in the queue", batched, q)
+		}
 	}
 }

@@ -27,16 +27,20 @@ local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
 if lease[1] == '0' and not lease[2] then
   local v = redis.pcall('GET', m) -- an error (a hash of an older layout) takes the full path
   if not v then
-    -- No mutex: never used, or idle long enough to expire, which a mutex
-    -- only does with no holder, no lock delay running and no live waiter
-    -- (a grant, a lock delay and every wait keep it, see mutex_lib.lua):
-    -- grant, with a token from the clock alone (see common.lua idle_ms).
-    local tok, n = new_token(false)
-    local bar = string.find(ARGV[2], '|', 3, true)
-    redis.call('SET', m, hid .. '|' .. tok .. string.sub(ARGV[2], bar) .. '||', 'PX', string.sub(ARGV[2], 3, bar - 1))
-    return {R_GRANTED, n}
-  end
-  if type(v) == 'string' then
+    -- No mutex: never used, or expired, which a held mutex or a running
+    -- lock delay never is (see mutex_lib.lua). Grant, with a token from
+    -- the clock alone (see common.lua idle_ms), unless a queue is left: a
+    -- queue can outlive its mutex (a lock delay keeps the mutex only until
+    -- it ends, which a waiter's heartbeat may not renew in time), and the
+    -- full path serves its live waiters first.
+    local p = string.match(m, '^{[^}]*}:')
+    if redis.call('EXISTS', p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)) == 0 then
+      local tok, n = new_token(false)
+      local bar = string.find(ARGV[2], '|', 3, true)
+      redis.call('SET', m, hid .. '|' .. tok .. string.sub(ARGV[2], bar) .. '||', 'PX', string.sub(ARGV[2], 3, bar - 1))
+      return {R_GRANTED, n}
+    end
+  elseif type(v) == 'string' then
     -- Read with plain finds, not a pattern with six captures: this runs
     -- on every lock (see mutex_lib.lua for the fields).
     local e = string.find(v, '|', 1, true)

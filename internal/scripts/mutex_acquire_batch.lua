@@ -13,7 +13,8 @@
 -- Returns one reply per attempt, in order: the reply mutex_acquire.lua's
 -- fast path would give, or {R_SLOW} for an attempt the fast path does not
 -- cover (no lease with g = "0", a withdrawn hold id, a holder whose lease
--- is gone, a lock delay, waiters before the caller, a retried grant ...): the
+-- is gone, a lock delay, waiters before the caller, a queue left without
+-- its mutex, a retried grant ...): the
 -- client then sends mutex_acquire.lua for that one alone. An attempt
 -- answered {R_SLOW} changed nothing.
 local n = #ARGV - 1
@@ -41,10 +42,12 @@ for i = 1, n do
   local r = {R_SLOW}
   local v = not lease[i + 1] and redis.pcall('GET', m) -- an error (an older layout's hash) is slow
   if v == false and not lease[i + 1] then
-    -- No mutex (see mutex_acquire.lua): grant.
-    local tok, tn = new_token(false)
-    redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
-    r = {R_GRANTED, tn}
+    -- No mutex and no queue left (see mutex_acquire.lua): grant.
+    if redis.call('EXISTS', p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)) == 0 then
+      local tok, tn = new_token(false)
+      redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
+      r = {R_GRANTED, tn}
+    end
   elseif type(v) == 'string' then
     local e = string.find(v, '|', 1, true)
     if e == 1 and string.sub(v, -2) == '||' then
