@@ -383,6 +383,8 @@ func TestBatcherPolicy(t *testing.T) {
 		close(f.proceed)
 	}
 	result(1, 2, 3, 4, 5)
+	// Their goroutines park (one still going would take the calls below).
+	waitParked(t, b, batchSiblings-1)
 	// One flight of 10 on the way: new calls queue until batchSize of them
 	// start a flight.
 	for i := range batchSize - 1 {
@@ -415,6 +417,22 @@ func TestBatcherPolicy(t *testing.T) {
 	// batchSiblings, which also took the later flights.
 	if b.idle != batchSiblings {
 		t.Errorf("%d flight goroutines parked, want %d", b.idle, batchSiblings)
+	}
+}
+
+// waitParked waits until n of b's flight goroutines are parked.
+func waitParked[I, R any](t *testing.T, b *batcher[I, R], n int) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		idle := b.idle
+		b.mu.Unlock()
+		if idle == n {
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("%d flight goroutines parked, want %d", idle, n)
+		}
 	}
 }
 
