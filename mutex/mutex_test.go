@@ -418,51 +418,17 @@ func TestConcurrentCallsShareScriptCalls(t *testing.T) {
 	}
 	defer s.Close()
 	const own, shared, rounds = 32, 8, 100
-	var inside, overlaps atomic.Int32
-	var wg sync.WaitGroup
-	errs := make(chan error, own+shared)
-	before := cc.N.Load()
-	for g := range own + shared {
-		name := "shared"
+	sessions := make([]*session.Session, own+shared)
+	names := make([]string, own+shared)
+	for g := range names {
+		sessions[g], names[g] = s, "shared"
 		if g < own {
-			name = "own" + strconv.Itoa(g)
+			names[g] = "own" + strconv.Itoa(g)
 		}
-		wg.Go(func() {
-			m := mutex.New(s, name)
-			last := int64(0)
-			for range rounds {
-				h, err := m.Lock(ctx)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if h.Resource() != name {
-					errs <- errors.New("Lock of " + name + " granted " + h.Resource())
-				}
-				if name == "shared" && inside.Add(1) != 1 {
-					overlaps.Add(1)
-				}
-				if h.Token() <= last {
-					errs <- errors.New("token of " + name + " did not increase")
-				}
-				last = h.Token()
-				if name == "shared" {
-					inside.Add(-1)
-				}
-				if err := h.Release(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	before := cc.N.Load()
+	if err := testutil.LockRounds(ctx, sessions, names, rounds); err != nil {
 		t.Fatal(err)
-	}
-	if n := overlaps.Load(); n != 0 {
-		t.Fatalf("%d overlapping holds of the shared mutex", n)
 	}
 	// Alone, each Lock and each Release is one request: 2 per round.
 	calls := 2 * (own + shared) * rounds

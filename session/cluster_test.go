@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/election"
 	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
 	"github.com/leasehold/leasehold/semaphore"
@@ -189,52 +190,23 @@ func TestClusterSmoke(t *testing.T) {
 }
 
 // concurrentLocks runs 24 goroutines of s1 locking and releasing a mutex
-// each, and 4 of s1 and 4 of s2 on one shared mutex, 20 times each: every
-// call succeeds, and the shared mutex never has two holders.
+// each, and 4 of s1 and 4 of s2 on one shared mutex, 20 times each
+// (testutil.LockRounds): every call succeeds, and the shared mutex never
+// has two holders.
 func concurrentLocks(t *testing.T, ctx context.Context, s1, s2 *session.Session) {
 	t.Helper()
-	var inside, overlaps atomic.Int32
-	errs := make(chan error, 32)
-	done := make(chan struct{})
-	for g := range 32 {
-		s, name := s1, fmt.Sprintf("own%d", g)
+	sessions, names := make([]*session.Session, 32), make([]string, 32)
+	for g := range names {
+		sessions[g], names[g] = s1, fmt.Sprintf("own%d", g)
 		if g >= 24 {
-			name = "shared"
-			if g >= 28 {
-				s = s2
-			}
+			names[g] = "shared"
 		}
-		go func() {
-			defer func() { done <- struct{}{} }()
-			m := mutex.New(s, name)
-			for range 20 {
-				h, err := m.Lock(ctx)
-				if err != nil {
-					errs <- fmt.Errorf("Lock %s: %w", name, err)
-					return
-				}
-				if name == "shared" {
-					if inside.Add(1) != 1 {
-						overlaps.Add(1)
-					}
-					inside.Add(-1)
-				}
-				if err := h.Release(ctx); err != nil {
-					errs <- fmt.Errorf("Release %s: %w", name, err)
-					return
-				}
-			}
-		}()
+		if g >= 28 {
+			sessions[g] = s2
+		}
 	}
-	for range 32 {
-		<-done
-	}
-	close(errs)
-	for err := range errs {
+	if err := testutil.LockRounds(ctx, sessions, names, 20); err != nil {
 		t.Fatal(err)
-	}
-	if n := overlaps.Load(); n != 0 {
-		t.Fatalf("%d overlapping holds of the shared mutex", n)
 	}
 }
 

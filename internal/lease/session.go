@@ -313,12 +313,7 @@ func (s *Session) post(f func(*loop)) bool {
 // closed runs to its end; a grant it brings back is refused by the closed
 // hold table, and the deleted lease invalidates it in Redis.)
 func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return callCtx(ctx, s.Deadline())
-}
-
-// callCtx is context.WithDeadline(ctx, dl) for one call (see scripts.Until).
-func callCtx(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
-	return scripts.Until(ctx, dl)
+	return scripts.Until(ctx, s.Deadline())
 }
 
 // usable returns nil while the session can grant, else the cause of its end.
