@@ -98,7 +98,7 @@ func (h *harness) contended(ctx context.Context, c contender, round int) (contRu
 		return contRun{}, err
 	}
 	ns := h.ns()
-	ps, err := h.openProcs(ctx, c, h.cfg.Holders, procOpts{ns: ns})
+	ps, err := h.openProcs(ctx, c, h.cfg.Holders, procOpts{ns: ns, waits: true})
 	if err != nil {
 		return contRun{}, err
 	}
@@ -106,7 +106,7 @@ func (h *harness) contended(ctx context.Context, c contender, round int) (contRu
 	// Two more procs of the same contender, outside the counted ones: one
 	// holds key "probe" for the whole run, the other times a failed TryLock
 	// of it under the same load (tryProbe).
-	probes, err := h.openProcs(ctx, c, 2, procOpts{ns: ns})
+	probes, err := h.openProcs(ctx, c, 2, procOpts{ns: ns, waits: true})
 	if err != nil {
 		return contRun{}, err
 	}

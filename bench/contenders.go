@@ -46,14 +46,21 @@ type procOpts struct {
 	ttl     time.Duration // leasehold TTL; 0: the library default
 	small   bool          // small client buffers (the 1,000-session scale run)
 	latency bool          // record the latency of lease commands
+	// waits: the scenario's Lock calls wait for other holders, and the
+	// run ends them with their ctx (the contended scenario).
+	waits bool
 }
 
 type contender struct {
 	name  string // row label
 	group string // "raw", "leasehold", "peer"
 	mutex bool   // a mutex: compared in the contended and TryLock scenarios
-	note  string
-	open  func(ctx context.Context, addr string, o procOpts) (proc, error)
+	// variant: a variant of "leasehold mutex" measured for information
+	// only: never a target row, and left out where it measures nothing
+	// new (the loss scenario).
+	variant bool
+	note    string
+	open    func(ctx context.Context, addr string, o procOpts) (proc, error)
 }
 
 func contenders() []contender {
@@ -61,6 +68,12 @@ func contenders() []contender {
 		{name: "raw SET NX PX + CAD", group: "raw", mutex: true, open: openRaw,
 			note: "rueidis SET NX PX, compare-and-delete script; blocking Lock retries every 1 ms"},
 		{name: "leasehold mutex", group: "leasehold", mutex: true, open: openLeasehold("mutex")},
+		{name: "leasehold mutex, ctx never ends", group: "leasehold", mutex: true, variant: true,
+			open: openLeaseholdNoCancel,
+			note: "informational, not a target row: Lock, TryLock and Release with context.Background() " +
+				"(Lock with the run's ctx where it waits, in the contended scenario), so that each call runs on " +
+				"the caller's goroutine, as the peers' calls do; the difference to \"leasehold mutex\" is what " +
+				"honouring a ctx's cancellation during a call costs (docs/performance.md)"},
 		{name: "leasehold semaphore", group: "leasehold", open: openLeasehold("semaphore"),
 			note: "limit 1, weight 1; no peer has a semaphore"},
 		{name: "leasehold pool", group: "leasehold", open: openLeasehold("pool"),
@@ -172,6 +185,10 @@ type lhProc struct {
 	cnt  *counter
 	s    *session.Session
 
+	// detached: TryLock and Release calls get context.Background()
+	// instead of the caller's ctx; lockDetached: Lock calls too.
+	detached, lockDetached bool
+
 	mu    sync.Mutex
 	pools map[string]bool // pools given their member
 }
@@ -196,6 +213,18 @@ func openLeasehold(kind string) func(ctx context.Context, addr string, o procOpt
 		}
 		return &lhProc{kind: kind, c: wc, cnt: cnt, s: s, pools: map[string]bool{}}, nil
 	}
+}
+
+// openLeaseholdNoCancel opens the "ctx never ends" variant of the leasehold
+// mutex (see contenders).
+func openLeaseholdNoCancel(ctx context.Context, addr string, o procOpts) (proc, error) {
+	p, err := openLeasehold("mutex")(ctx, addr, o)
+	if err != nil {
+		return nil, err
+	}
+	lp := p.(*lhProc)
+	lp.detached, lp.lockDetached = true, !o.waits
+	return lp, nil
 }
 
 func (p *lhProc) counter() *counter { return p.cnt }
@@ -245,6 +274,9 @@ func (p *lhProc) acquire(ctx context.Context, key string, wait bool) (*session.H
 }
 
 func (p *lhProc) hold(ctx context.Context, key string, wait bool) (*session.Hold, unlocker, error) {
+	if p.detached && (!wait || p.lockDetached) {
+		ctx = context.Background()
+	}
 	h, err := p.acquire(ctx, key, wait)
 	if errors.Is(err, mutex.ErrLocked) || errors.Is(err, semaphore.ErrNoPermits) || errors.Is(err, pool.ErrExhausted) {
 		return nil, nil, errBusy
@@ -253,6 +285,9 @@ func (p *lhProc) hold(ctx context.Context, key string, wait bool) (*session.Hold
 		return nil, nil, err
 	}
 	return h, func(ctx context.Context) error {
+		if p.detached {
+			return h.Release(context.Background())
+		}
 		ctx, cancel := callCtx(ctx)
 		defer cancel()
 		return h.Release(ctx)

@@ -53,7 +53,7 @@ func (h *harness) runLoss(ctx context.Context) {
 	type lossFn func(ctx context.Context, c contender) (lossRun, error)
 	fns := map[string]lossFn{}
 	for _, c := range contenders() {
-		if !c.mutex {
+		if !c.mutex || c.variant {
 			continue
 		}
 		row := &lossRow{Contender: c.name, Group: c.group}

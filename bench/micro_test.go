@@ -208,7 +208,15 @@ func BenchmarkMutexLockReleaseParallel(b *testing.B) {
 }
 
 // BenchmarkMutexTryLockBusy is a failed TryLock: one round trip, no hold.
-func BenchmarkMutexTryLockBusy(b *testing.B) {
+func BenchmarkMutexTryLockBusy(b *testing.B) { benchTryLockBusy(b, context.Background()) }
+
+func BenchmarkMutexTryLockBusyCancelable(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchTryLockBusy(b, ctx)
+}
+
+func benchTryLockBusy(b *testing.B, tctx context.Context) {
 	e := newMicro(b)
 	s := e.session(session.Options{})
 	ctx := context.Background()
@@ -221,7 +229,7 @@ func BenchmarkMutexTryLockBusy(b *testing.B) {
 	m := mutex.New(s2, "busy")
 	e.measure(func() {
 		for b.Loop() {
-			if _, err := m.TryLock(ctx); err != mutex.ErrLocked {
+			if _, err := m.TryLock(tctx); err != mutex.ErrLocked {
 				b.Fatalf("TryLock: %v, want ErrLocked", err)
 			}
 		}
