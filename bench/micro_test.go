@@ -134,10 +134,10 @@ func BenchmarkMutexLockRelease(b *testing.B) { benchLockRelease(b, context.Backg
 
 // BenchmarkMutexLockReleaseCancelable is BenchmarkMutexLockRelease with a
 // ctx that can be canceled, as a daemon's usually is (and the bench's
-// contenders get). Every session call has a deadline, so both run each call
-// in scripts.Bound's goroutine; this one shows whether a cancelable parent
-// costs more on top (docs/design.md, "A fast lane for serial calls:
-// measured, not adopted").
+// contenders get). A call whose ctx never ends runs on the caller's
+// goroutine; one whose ctx can be canceled is handed to a flight goroutine
+// and back, so that it returns at the cancellation: the difference between
+// the two is what that costs (docs/performance.md, the 19:11 run).
 func BenchmarkMutexLockReleaseCancelable(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -210,12 +210,15 @@ func BenchmarkMutexLockReleaseParallel(b *testing.B) {
 // BenchmarkMutexTryLockBusy is a failed TryLock: one round trip, no hold.
 func BenchmarkMutexTryLockBusy(b *testing.B) { benchTryLockBusy(b, context.Background()) }
 
+// BenchmarkMutexTryLockBusyCancelable is BenchmarkMutexTryLockBusy with a
+// ctx that can be canceled (see BenchmarkMutexLockReleaseCancelable).
 func BenchmarkMutexTryLockBusyCancelable(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	benchTryLockBusy(b, ctx)
 }
 
+// benchTryLockBusy times a failed TryLock with tctx.
 func benchTryLockBusy(b *testing.B, tctx context.Context) {
 	e := newMicro(b)
 	s := e.session(session.Options{})
