@@ -46,11 +46,11 @@ func Direct(ctx context.Context) context.Context { return direct{ctx} }
 type direct struct{ context.Context }
 
 // Until is context.WithDeadline(ctx, dl) for one call (ctx itself when dl
-// is zero), marked Direct when ctx itself never ends: rueidis then honours
-// the deadline by itself, and the call needs no hand-over to another
-// goroutine.
+// is zero or ctx already ends by dl: no timer of its own then), marked
+// Direct when ctx itself never ends: rueidis then honours the deadline by
+// itself, and the call needs no hand-over to another goroutine.
 func Until(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
-	if dl.IsZero() {
+	if d, ok := ctx.Deadline(); dl.IsZero() || (ok && !d.After(dl)) {
 		return ctx, func() {}
 	}
 	c, cancel := context.WithDeadline(ctx, dl)

@@ -82,3 +82,42 @@ func TestBoundNeverWaitsForADial(t *testing.T) {
 		t.Fatalf("bound call during a dial: %v, want DeadlineExceeded", err)
 	}
 }
+
+// TestUntil: Until bounds a call by the earlier of ctx's end and dl, adding
+// a deadline of its own only when dl comes first.
+func TestUntil(t *testing.T) {
+	dl := time.Now().Add(time.Hour)
+
+	early, cancelEarly := context.WithDeadline(context.Background(), dl.Add(-time.Minute))
+	defer cancelEarly()
+	if c, cancel := scripts.Until(early, dl); c != early {
+		cancel()
+		t.Fatal("a ctx that ends before dl was wrapped again")
+	}
+
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"never ends", context.Background()},
+		{"later deadline", func() context.Context {
+			c, cancel := context.WithDeadline(context.Background(), dl.Add(time.Minute))
+			t.Cleanup(cancel)
+			return c
+		}()},
+	} {
+		c, cancel := scripts.Until(tc.ctx, dl)
+		if d, ok := c.Deadline(); !ok || !d.Equal(dl) {
+			t.Errorf("%s: deadline %v %v, want %v", tc.name, d, ok, dl)
+		}
+		cancel()
+		if c.Err() == nil {
+			t.Errorf("%s: ctx still live after cancel", tc.name)
+		}
+	}
+
+	if c, cancel := scripts.Until(early, time.Time{}); c != early {
+		cancel()
+		t.Fatal("a zero dl wrapped ctx")
+	}
+}
