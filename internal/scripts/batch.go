@@ -120,10 +120,20 @@ type batcher[I, R any] struct {
 
 // queued is one call in a batcher.
 type queued[I, R any] struct {
-	item I         // immutable
-	dl   time.Time // immutable: the call's deadline, zero for none
-	sent bool      // guarded by the batcher's mu: taken by a flight
-	done chan R    // buffer 1: the result
+	item   I            // immutable
+	dl     time.Time    // immutable: the call's deadline, zero for none
+	flight *flightState // guarded by the batcher's mu: the flight that took it, nil until then
+	done   chan R       // buffer 1: the result
+}
+
+// flightState is what the callers of one flight share: once every one of
+// them has left (their ctx ended), the flight's ctx is canceled, so that it
+// starts no retry (TRYAGAIN during a slot migration, see Script.Exec) that
+// could still grant an attempt whose caller already gave up, as a single
+// call bounded by its caller's ctx would not either.
+type flightState struct {
+	callers int                // guarded by the batcher's mu: the callers still waiting
+	cancel  context.CancelFunc // the flight's ctx
 }
 
 // do sends item, at once or with a later flight, and returns its result;
@@ -168,16 +178,22 @@ func (b *batcher[I, R]) do(ctx context.Context, dl time.Time, item I) (R, error)
 		return r, nil
 	case <-stop:
 	}
+	var abandon context.CancelFunc // the flight's, when q's caller is its last
 	b.mu.Lock()
-	if !q.sent {
+	if f := q.flight; f == nil {
 		for i, x := range b.queue {
 			if x == q {
 				b.queue = append(b.queue[:i], b.queue[i+1:]...)
 				break
 			}
 		}
+	} else if f.callers--; f.callers == 0 {
+		abandon = f.cancel
 	}
 	b.mu.Unlock()
+	if abandon != nil {
+		abandon()
+	}
 	select {
 	case r := <-q.done: // a result ready when ctx ended is still returned
 		return r, nil
@@ -222,10 +238,11 @@ func (b *batcher[I, R]) sendOne(dl time.Time, item I) R {
 	return b.send(ctx, []I{item})[0]
 }
 
-// flightCtx returns the ctx of a flight that must end by dl (zero: never).
+// flightCtx returns the ctx of a flight that must end by dl (zero: only
+// when canceled).
 func flightCtx(dl time.Time) (context.Context, context.CancelFunc) {
 	if dl.IsZero() {
-		return context.Background(), func() {}
+		return context.WithCancel(context.Background())
 	}
 	return context.WithDeadline(context.Background(), dl)
 }
@@ -260,14 +277,17 @@ func (b *batcher[I, R]) fly() {
 		var dl time.Time // the latest deadline; zero when a call has none
 		items := make([]I, n)
 		for i, q := range flight {
-			q.sent = true
 			items[i] = q.item
 			if i == 0 || q.dl.IsZero() || (!dl.IsZero() && q.dl.After(dl)) {
 				dl = q.dl
 			}
 		}
-		b.mu.Unlock()
 		ctx, cancel := flightCtx(dl)
+		fs := &flightState{callers: n, cancel: cancel}
+		for _, q := range flight {
+			q.flight = fs
+		}
+		b.mu.Unlock()
 		var settled atomic.Bool // by this goroutine's results or by overdue
 		late := context.AfterFunc(ctx, func() { b.overdue(flight, &settled) })
 		rs := b.send(ctx, items)
@@ -284,11 +304,12 @@ func (b *batcher[I, R]) fly() {
 	}
 }
 
-// overdue settles a flight still on the way at its deadline: rueidis
-// returns by a call's deadline, but not while it waits for a redial that
-// another goroutine started (see Bound). Its callers get a deadline error,
-// as rueidis would have given them, its calls no longer count as on the
-// way, and calls queued behind it get a flight of their own.
+// overdue settles a flight still on the way at its deadline (or once all
+// its callers left, see flightState): rueidis returns by a call's
+// deadline, but not while it waits for a redial that another goroutine
+// started (see Bound). Its callers get a deadline error, as rueidis would
+// have given them, its calls no longer count as on the way, and calls
+// queued behind it get a flight of their own.
 func (b *batcher[I, R]) overdue(flight []*queued[I, R], settled *atomic.Bool) {
 	if !settled.CompareAndSwap(false, true) {
 		return

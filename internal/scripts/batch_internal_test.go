@@ -290,6 +290,7 @@ type blockedSend struct {
 }
 
 type flightStarted struct {
+	ctx     context.Context // the flight's
 	items   []int
 	proceed chan struct{}
 }
@@ -298,7 +299,7 @@ func (s *blockedSend) send(ctx context.Context, items []int) []int {
 	s.mu.Lock()
 	s.flights = append(s.flights, slices.Clone(items))
 	s.mu.Unlock()
-	f := flightStarted{slices.Clone(items), make(chan struct{})}
+	f := flightStarted{ctx, slices.Clone(items), make(chan struct{})}
 	s.started <- f
 	<-f.proceed
 	return slices.Clone(items)
@@ -506,6 +507,83 @@ func TestBatcherCallerSendsAlone(t *testing.T) {
 
 // overdueInt is the test batchers' result of an overdue call.
 func overdueInt(error) int { return -2 }
+
+// TestBatcherAbandonedFlightIsCanceled: a flight's ctx is canceled once
+// every caller it carries has left, long before its deadline, so that it
+// starts no retry that could still grant an attempt nobody waits for; it
+// stays live while one caller still waits.
+func TestBatcherAbandonedFlightIsCanceled(t *testing.T) {
+	s := &blockedSend{started: make(chan flightStarted, 100)}
+	b := newBatcher(s.send, overdueInt)
+	defer b.stop()
+	dl := time.Now().Add(time.Hour)
+	type result struct {
+		r   int
+		err error
+	}
+	call := func(ctx context.Context, item int) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			r, err := b.do(ctx, dl, item)
+			ch <- result{r, err}
+		}()
+		return ch
+	}
+	// batchSiblings calls, each on a flight of its own, all held (a ctx
+	// that can end: a caller whose ctx never ends sends its call itself).
+	held, stopHeld := context.WithCancel(context.Background())
+	defer stopHeld()
+	var first []flightStarted
+	var firstDone []chan result
+	for i := range batchSiblings {
+		firstDone = append(firstDone, call(held, 100+i))
+		first = append(first, <-s.started)
+	}
+	// Two more queue behind them, and leave together with the next
+	// flight goroutine that comes back.
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	doneA := call(ctxA, 1)
+	waitQueued(t, b, 1)
+	doneB := call(ctxB, 2)
+	waitQueued(t, b, 2)
+	close(first[0].proceed)
+	f := <-s.started
+	if !slices.Equal(f.items, []int{1, 2}) {
+		t.Fatalf("flight %v, want [1 2]", f.items)
+	}
+	cancelA()
+	if r := <-doneA; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("first caller: %v, want Canceled", r.err)
+	}
+	if err := f.ctx.Err(); err != nil {
+		t.Fatalf("flight ctx ended (%v) while a caller still waits", err)
+	}
+	cancelB()
+	if r := <-doneB; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("second caller: %v, want Canceled", r.err)
+	}
+	select {
+	case <-f.ctx.Done():
+		if !errors.Is(f.ctx.Err(), context.Canceled) {
+			t.Fatalf("flight ctx: %v, want Canceled (its deadline is an hour away)", f.ctx.Err())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("flight ctx still live 10s after its last caller left")
+	}
+	close(f.proceed)
+	for i, g := range first[1:] {
+		close(g.proceed)
+		if r := <-firstDone[i+1]; r.err != nil || r.r != 101+i {
+			t.Fatalf("held call %d: %v %v", 101+i, r.r, r.err)
+		}
+	}
+	if r := <-firstDone[0]; r.err != nil || r.r != 100 {
+		t.Fatalf("held call 100: %v %v", r.r, r.err)
+	}
+}
 
 // TestBatcherOverdueFlight: a flight still on the way at its deadline (a
 // call stuck in rueidis' wait for another goroutine's redial) settles:
