@@ -191,16 +191,17 @@ func (b *batcher[I, R]) do(ctx context.Context, dl time.Time, item I) (R, error)
 		abandon = f.cancel
 	}
 	b.mu.Unlock()
-	if abandon != nil {
-		abandon()
-	}
+	var r R
+	var err error
 	select {
-	case r := <-q.done: // a result ready when ctx ended is still returned
-		return r, nil
+	case r = <-q.done: // a result ready when ctx ended is still returned
 	default:
-		var zero R
-		return zero, ctx.Err()
+		err = ctx.Err()
 	}
+	if abandon != nil {
+		abandon() // only now: the flight it settles must not answer this caller instead of ctx
+	}
+	return r, err
 }
 
 // startFlight wakes a parked flight goroutine, or reports that one must be
