@@ -25,10 +25,12 @@ if want ~= '' and not pool_is_member(b, want) then
   redis.call('LREM', q, 0, hid .. '@' .. want)
   return {R_NOT_MEMBER}
 end
-pool_serve(p, b, q, ARGV[4], ARGV[5])
-k = pool_held_by(b, hid)
-if k then
-  return {R_GRANTED, tonumber(redis.call('HGET', b .. 't', k)), k}
+-- Serving the queue may grant the caller (a re-check of a queued entry).
+if pool_serve(p, b, q, ARGV[4], ARGV[5]) > 0 then
+  k = pool_held_by(b, hid)
+  if k then
+    return {R_GRANTED, tonumber(redis.call('HGET', b .. 't', k)), k}
+  end
 end
 local entry = hid
 if want ~= '' then
@@ -51,15 +53,14 @@ if not pos and grace == 0 then
     end
   end
   if k then
-    return {R_GRANTED, pool_grant(b, k, hid), k}
+    return {R_GRANTED, pool_grant(p, b, k, hid), k}
   end
 end
 local wait
 if grace > 0 then
   wait = grace
 elseif want ~= '' then
-  local h = redis.call('HGET', b .. 'h', want)
-  wait = h and lease_pttl(p, h) or -1
+  wait = pool_member_wait(p, b, want)
 else
   wait = pool_wait(p, b)
 end

@@ -6,7 +6,8 @@
 -- add: new members become free (never used: first in line); existing ones are
 -- left alone. remove: every named member must exist, else nothing changes and
 -- {-3, member} is returned; a held member's hold is taken away (its session
--- is told). replace: the members become exactly ARGV[6..].
+-- is told); a member in a lost holder's lock delay goes at once (see
+-- pool_lib.lua). replace: the members become exactly ARGV[6..].
 -- After any change, queued waiters are served: they may take new members, and
 -- waiters for a removed member are dropped and told to re-check (they then
 -- fail with ErrNotMember).
@@ -21,6 +22,7 @@ local function remove(k)
     end
   end
   redis.call('ZREM', b .. 'f', k)
+  redis.call('ZREM', b .. 'd', k)
 end
 local added, removed = 0, 0
 if op == 'remove' then

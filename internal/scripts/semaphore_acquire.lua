@@ -28,7 +28,12 @@ if lease[1] == '0' and not lease[2] then
   if st[1] == ARGV[7] and st[3] and tonumber(st[2] or '0') + n <= tonumber(st[1])
       and not redis.call('HGET', holders, hid) and redis.call('LLEN', q) == 0 then
     local tok, t = new_token(st[3])
-    redis.call('HSET', holders, hid, ARGV[6] .. ':' .. tok)
+    -- The value records the lock delay, if any, as sem_grant does.
+    local v = ARGV[6] .. ':' .. tok
+    if lease[4] and lease[4] ~= '0' then
+      v = v .. ':' .. lease[4]
+    end
+    redis.call('HSET', holders, hid, v)
     redis.call('HSET', meta, 'tok', tok, 'i', 2 * lease[3])
     redis.call('HINCRBY', meta, 'used', ARGV[6])
     -- Keep both keys at least held_ms, never less (sem_keep in
@@ -91,6 +96,6 @@ if grace == 0 and not first_live(p, q) and sem_fits(p, meta, holders, n) then
 end
 local wait = grace
 if grace == 0 then
-  wait = sem_wait(p, holders)
+  wait = sem_wait(p, meta, holders)
 end
 return busy(q, entry, wait, ARGV[3], grace)

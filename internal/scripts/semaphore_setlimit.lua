@@ -15,8 +15,9 @@ if ARGV[4] == '0' then
   redis.call('HDEL', KEYS[1], 'set')
   -- meta had no expiry while set: from now on it lives as long as the
   -- holders and waiters keep their keys (their heartbeats keep meta too),
-  -- and expires once idle (sem_idle below).
-  local t = math.max(redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]))
+  -- and a running lock delay, and expires once idle (sem_idle below).
+  local _, _, last = sem_delays(redis.call('HGET', KEYS[1], 'delay'))
+  local t = math.max(redis.call('PTTL', KEYS[2]), redis.call('PTTL', KEYS[3]), last > 0 and last - now_ms() or 0)
   if t > 0 then
     keep_at_least(KEYS[1], t)
   end

@@ -112,3 +112,31 @@ func EndsTakenAway(t testing.TB, what string, h, other *session.Hold, s *session
 		t.Fatalf("other hold %v / session %v ended by a %s", other.Err(), s.Err(), what)
 	}
 }
+
+// Crashable opens a session on a client of its own, and returns it with
+// crash: crash closes that client (the process is gone: no Release, no
+// heartbeat, no cleanup) and deletes the lease, as its expiry would. The
+// session's holds are then lost, not released.
+func Crashable(t testing.TB, ctx context.Context, addr, ns string, o session.Options) (*session.Session, func()) {
+	t.Helper()
+	InitEpoch(t, addr, ns)
+	c, err := rueidis.NewClient(ClientOption(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	o.Namespace = ns
+	s, err := session.New(ctx, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	probe := Client(t, addr)
+	return s, func() {
+		t.Helper()
+		c.Close()
+		if err := probe.Do(ctx, probe.B().Del().Key("{"+ns+"}:s:"+s.ID()).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
