@@ -18,6 +18,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
 
+	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
 	"github.com/leasehold/leasehold/semaphore"
@@ -206,6 +207,12 @@ func openLeasehold(kind string) func(ctx context.Context, addr string, o procOpt
 		wc := wrap(c, cnt)
 		octx, cancel := callCtx(ctx)
 		defer cancel()
+		// A bench namespace is brand new: its first grant would wait out
+		// the restart grace.
+		if err := leaseholdtest.MarkIntact(octx, rueidisOpt(addr, o), o.ns); err != nil {
+			c.Close()
+			return nil, err
+		}
 		s, err := session.New(octx, wc, session.Options{Namespace: o.ns, TTL: o.ttl, Owner: "bench"})
 		if err != nil {
 			c.Close()

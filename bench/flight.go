@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/leasehold/leasehold/flight"
+	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/session"
 )
 
@@ -72,6 +73,10 @@ func openFlight(ctx context.Context, addr, ns string, cnt *counter) (flightCalle
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true,
 		ConnWriteTimeout: 5 * time.Second})
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := leaseholdtest.MarkIntact(ctx, rueidis.ClientOption{InitAddress: []string{addr}}, ns); err != nil { // brand new
+		c.Close()
 		return nil, nil, err
 	}
 	s, err := session.New(ctx, wrap(c, cnt), session.Options{Namespace: ns, TTL: 10 * time.Second})

@@ -11,8 +11,9 @@ package main
 //	srv-cpu-us/op  redis-server CPU per op (INFO cpu), network work included
 //
 // Run them with `go test -run '^$' -bench . ./` in bench/ (make bench does).
-// Sessions use DisableRestartGrace: the server is brand new, and the grace
-// would refuse grants for the TTL; it changes no per-operation work.
+// Sessions' namespaces are marked intact (leaseholdtest.MarkIntact): the
+// server is brand new, and the restart grace would refuse grants for 10s;
+// it changes no per-operation work.
 
 import (
 	"context"
@@ -24,6 +25,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/session"
 )
@@ -74,9 +76,11 @@ func (e *microEnv) session(o session.Options) *session.Session {
 	if o.Namespace == "" {
 		o.Namespace = fmt.Sprintf("micro%d", microNS.Add(1))
 	}
-	o.DisableRestartGrace = true
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
+	if err := leaseholdtest.MarkIntact(ctx, rueidisOpt(microSrv.addr(), procOpts{}), o.Namespace); err != nil {
+		e.b.Fatal(err)
+	}
 	s, err := session.New(ctx, e.c, o)
 	if err != nil {
 		e.b.Fatal(err)
@@ -280,10 +284,13 @@ func BenchmarkMutexHandoff(b *testing.B) {
 func BenchmarkSessionOpenClose(b *testing.B) {
 	e := newMicro(b)
 	ns := fmt.Sprintf("micro%d", microNS.Add(1))
+	if err := leaseholdtest.MarkIntact(context.Background(), rueidisOpt(microSrv.addr(), procOpts{}), ns); err != nil {
+		b.Fatal(err)
+	}
 	e.measure(func() {
 		for b.Loop() {
 			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-			s, err := session.New(ctx, e.c, session.Options{Namespace: ns, DisableRestartGrace: true})
+			s, err := session.New(ctx, e.c, session.Options{Namespace: ns})
 			cancel()
 			if err != nil {
 				b.Fatal(err)

@@ -54,7 +54,14 @@ func TestRunFailsOver(t *testing.T) {
 	}
 	d1, d2 := run("one"), run("two")
 
-	first := <-started
+	var first term
+	select {
+	case first = <-started:
+	case err := <-d1:
+		t.Fatalf("Run one ended before anyone led: %v", err)
+	case err := <-d2:
+		t.Fatalf("Run two ended before anyone led: %v", err)
+	}
 	proxies[first.who].Blackhole(true)
 	var second term
 	select {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/session"
 )
@@ -27,15 +28,18 @@ func ExampleStore_Set() {
 	}
 	defer mr.Close()
 	ctx := context.Background()
-	// ForceSingleClient, DisableCache and DisableRestartGrace are for
-	// miniredis only (see the mutex example).
+	// ForceSingleClient and MarkIntact are for miniredis only (see the
+	// mutex package's example).
 	opt := rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true, DisableCache: true}
 	client, err := rueidis.NewClient(opt)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	s, err := session.New(ctx, client, session.Options{TTL: 5 * time.Second, DisableRestartGrace: true})
+	if err := leaseholdtest.MarkIntact(ctx, opt, ""); err != nil {
+		log.Fatal(err)
+	}
+	s, err := session.New(ctx, client, session.Options{TTL: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/leasehold/leasehold/flight"
+	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/session"
 )
 
@@ -23,10 +24,14 @@ func Example() {
 	defer mr.Close()
 	ctx := context.Background()
 
-	// ForceSingleClient and DisableRestartGrace: for miniredis only (see
-	// the mutex package's example).
-	s, err := session.Dial(ctx, rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true},
-		session.Options{TTL: 5 * time.Second, DisableRestartGrace: true})
+	// ForceSingleClient, DisableCache and MarkIntact are for this in-process
+	// miniredis only: production code passes Dial just the address (see the
+	// mutex package's example).
+	opt := rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true, DisableCache: true}
+	if err := leaseholdtest.MarkIntact(ctx, opt, ""); err != nil {
+		log.Fatal(err)
+	}
+	s, err := session.Dial(ctx, opt, session.Options{TTL: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -40,12 +40,16 @@ func runs(t *testing.T, ctx context.Context, c rueidis.Client, ns string) int64 
 	return n
 }
 
+// childGrace is the restart grace of every session of the tests'
+// namespaces, at least the longest TTL of the child processes.
+const childGrace = 30 * time.Second
+
 // warm runs every script a Do runs once, so that no child's first call
 // pays the EVAL fallback of a script Redis does not know yet, which would
 // blur the request counts.
 func warm(t *testing.T, ctx context.Context, addr, ns string) {
 	t.Helper()
-	s := testutil.Dial(t, addr, ns, session.Options{TTL: 5 * time.Second})
+	s := testutil.Dial(t, addr, ns, session.Options{TTL: 5 * time.Second, RestartGrace: childGrace})
 	if _, err := flight.New(s, "warm", flight.Options{}).Do(ctx, "k", func(context.Context) ([]byte, error) {
 		return []byte("w"), nil
 	}); err != nil {
@@ -188,7 +192,7 @@ func ownValue(t *testing.T, rs []event) {
 // that would compute.
 func cachedValue(t *testing.T, ctx context.Context, addr, ns string) string {
 	t.Helper()
-	s := testutil.Dial(t, addr, ns, session.Options{TTL: 5 * time.Second})
+	s := testutil.Dial(t, addr, ns, session.Options{TTL: 5 * time.Second, RestartGrace: childGrace})
 	v, err := flight.New(s, "g", flight.Options{TTL: time.Minute}).Do(ctx, "k", func(context.Context) ([]byte, error) {
 		return nil, errors.New("computed: nothing was cached")
 	})

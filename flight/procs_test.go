@@ -32,7 +32,7 @@ const helperEnv = "LEASEHOLD_FLIGHT_HELPER"
 type helperConfig struct {
 	Index    int
 	Addr, NS string
-	TTL      time.Duration // session lease TTL
+	TTL      time.Duration // session lease TTL, at most childGrace
 	Group    string
 	Key      string
 	CacheTTL time.Duration // flight.Options.TTL
@@ -90,7 +90,7 @@ func helperMain(raw string) int {
 	}
 	defer probe.Close()
 	cc := &testutil.CountingClient{Client: base}
-	s, err := session.New(ctx, cc, session.Options{Namespace: cfg.NS, TTL: cfg.TTL})
+	s, err := session.New(ctx, cc, session.Options{Namespace: cfg.NS, TTL: cfg.TTL, RestartGrace: childGrace})
 	if err != nil {
 		return fail("session", err)
 	}

@@ -29,10 +29,14 @@
 // instead of 10s, so that a loss is noticed within about a second.
 //
 // The restart grace stays on, as in production, but does not delay the
-// first grant: the server behaves like a Redis that has been up for longer
-// than the grace, whose namespaces' data is intact (the kit marks each
-// namespace so before its first session, see Server.Session). Only after
-// Server.RestartEmpty do grants wait, as they would after a real restart.
+// first grant: the kit marks each namespace as holding all its data before
+// its first session (MarkIntact, see Server.Session), as a namespace in use
+// is. Only after Server.RestartEmpty do grants wait, as they would after a
+// real data loss. A session of your own on the server (session.Dial with
+// Server.ClientOption) needs no mark in the server's namespace, which New
+// marks; in another namespace, call MarkIntact first. Give it the
+// RestartGrace of the kit's sessions (their TTL): the sessions of a
+// namespace share one grace, which the first of them records.
 //
 // # Faults
 //
@@ -43,10 +47,8 @@
 //	fault                what the session's holds see
 //	Pause                canceled with ErrLeaseLost at the session's local deadline
 //	                     (about one TTL), before the lease expires on the server
-//	RestartEmpty         nothing: the session reclaims its lease and holds
-//	                     (restart grace on); grants wait out the grace
-//	RestartEmpty with    canceled with ErrLeaseLost at the next heartbeat
-//	DisableRestartGrace
+//	RestartEmpty         nothing: the session reclaims its lease and holds;
+//	                     grants wait out the restart grace
 //	ResetMutex,          that hold alone ends with ErrLost (not ErrLeaseLost), at once
 //	ResetElection,       or within one Heartbeat interval; the session goes on
 //	ResetRWMutex,        (ResetRWMutex: the writer's hold, or every reader's)

@@ -64,24 +64,23 @@ func (s *Server) notPaused(t TB, what string) {
 // RestartEmpty emulates a redis-server killed and restarted at once without
 // persistence: every connection is closed, commands held by a Pause are
 // dropped unanswered (the pause ends), and a new server with no keys and no
-// loaded scripts listens on the same address. Like a just-started Redis, it
-// reports no uptime, so the whole restart grace applies.
+// loaded scripts listens on the same address. Its namespaces are not marked
+// intact, so the whole restart grace applies, as after any data loss.
 //
 // What a session sees: its connections drop and rueidis reconnects (each
 // dropped connection fails the first request sent on it with EOF, which the
 // session retries after a short backoff); its next heartbeat, within about
-// one Heartbeat interval, finds its lease gone, and then:
-//
-//   - with the restart grace on (the default), the session reclaims its
-//     lease and every hold with its token: no hold ends, and
-//     session.Err stays nil. Nobody is granted anything for the
-//     RestartGrace (the TTL by default) after the restart: try-calls
-//     (TryLock, TryAcquire) fail at once, blocking calls wait;
-//   - with session.Options.DisableRestartGrace, the session is lost: its
-//     holds end with a cause matching session.ErrLeaseLost at that
-//     heartbeat, and since the restart freed every resource at once, others
-//     can be granted them before the old holder is told. This is why the
-//     grace exists.
+// one Heartbeat interval, finds its lease gone, and reclaims its lease and
+// every hold with its token: no hold ends, and session.Err stays nil.
+// Nobody is granted anything for the namespace's restart grace (the
+// RestartGrace of the session that noticed the loss first; the kit's
+// sessions default it to their TTL) counted from when the loss was
+// noticed: try-calls (TryLock, TryAcquire) fail with an error matching
+// session.ErrRestartGrace at once, blocking calls wait. The restart freed
+// every resource at once: without the grace, others could be granted them
+// before the old holders reclaimed them. This is why the grace exists, and
+// why it cannot be turned off (session.Options.DisableRestartGrace is
+// refused).
 //
 // After RestartEmpty, Session and Manager no longer mark namespaces intact:
 // the sessions they open meet the grace as on a restarted Redis.

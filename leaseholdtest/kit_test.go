@@ -23,7 +23,7 @@ func TestSessionDefaults(t *testing.T) {
 	s := srv.Session(t, session.Options{})
 	o := s.Options()
 	if o.TTL != leaseholdtest.DefaultTTL || o.Namespace != "leasehold" || srv.Namespace() != "leasehold" ||
-		o.Owner != "leaseholdtest/"+t.Name() || o.DisableRestartGrace || o.RestartGrace != o.TTL {
+		o.Owner != "leaseholdtest/"+t.Name() || o.RestartGrace != o.TTL {
 		t.Fatalf("options = %+v", o)
 	}
 	ctx := testutil.Ctx(t, 10*time.Second)
@@ -49,7 +49,9 @@ func TestOwnClientAndManager(t *testing.T) {
 	}
 	ctx := testutil.Ctx(t, 10*time.Second)
 	c := srv.Client(t)
-	s, err := session.New(ctx, c, session.Options{TTL: time.Second})
+	// The kit's sessions' RestartGrace (their TTL): the sessions of one
+	// namespace share one grace, which the first one records.
+	s, err := session.New(ctx, c, session.Options{TTL: time.Second, RestartGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

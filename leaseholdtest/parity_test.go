@@ -34,7 +34,8 @@ import (
 type backend struct {
 	ns            string
 	open          func(t *testing.T, o session.Options) *session.Session
-	probe         rueidis.Client // reads the server's view (PEXPIRETIME)
+	clientOption  rueidis.ClientOption // for a session of the test's own
+	probe         rueidis.Client       // reads the server's view (PEXPIRETIME)
 	pause, resume func()
 	restartEmpty  func(t *testing.T)
 	resetMutex    func(t *testing.T, name string)
@@ -49,6 +50,7 @@ func kitBackend(t *testing.T) backend {
 	return backend{
 		ns:            ns,
 		open:          func(t *testing.T, o session.Options) *session.Session { return srv.Session(t, o) },
+		clientOption:  srv.ClientOption(),
 		probe:         srv.Client(t),
 		pause:         srv.Pause,
 		resume:        srv.Resume,
@@ -61,7 +63,8 @@ func kitBackend(t *testing.T) backend {
 }
 
 // redisBackend opens sessions as the kit does (Dial with the kit's default
-// TTL, the namespace marked intact until the first restart).
+// TTL and a RestartGrace of the TTL, the namespace marked intact until the
+// first restart).
 func redisBackend(t *testing.T) backend {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)
@@ -73,6 +76,9 @@ func redisBackend(t *testing.T) backend {
 		}
 		if o.TTL == 0 {
 			o.TTL = leaseholdtest.DefaultTTL
+		}
+		if o.RestartGrace == 0 {
+			o.RestartGrace = o.TTL
 		}
 		o.Namespace = ns
 		opt := testutil.ClientOption(srv.Addr())
@@ -99,11 +105,12 @@ func redisBackend(t *testing.T) backend {
 		return err
 	}
 	return backend{
-		ns:     ns,
-		open:   open,
-		probe:  testutil.Client(t, srv.Addr()),
-		pause:  srv.Stop,
-		resume: srv.Cont,
+		ns:           ns,
+		open:         open,
+		clientOption: testutil.ClientOption(srv.Addr()),
+		probe:        testutil.Client(t, srv.Addr()),
+		pause:        srv.Stop,
+		resume:       srv.Cont,
 		restartEmpty: func(t *testing.T) {
 			srv.Kill()
 			srv.Restart()
@@ -167,6 +174,8 @@ func causeName(err error) string {
 		return "ErrNotMember"
 	case errors.Is(err, session.ErrRestartGrace):
 		return "ErrRestartGrace" // its text says the time left, which differs
+	case errors.Is(err, session.ErrInvalidOptions):
+		return "ErrInvalidOptions"
 	}
 	return "other: " + err.Error()
 }
@@ -306,27 +315,46 @@ func restartGraceScenario(t *testing.T, b backend) outcome {
 	return o
 }
 
-// restartNoGraceScenario: Redis restarts empty under a holder whose session
-// has DisableRestartGrace.
-func restartNoGraceScenario(t *testing.T, b backend) outcome {
-	const ttl = time.Second
+// noGraceScenario: a session with DisableRestartGrace is refused by Dial,
+// New and a Manager alike, and nothing is written to Redis: no grace would
+// cover a data loss under its holds.
+func noGraceScenario(t *testing.T, b backend) outcome {
 	o := outcome{}
-	ctx := testutil.Ctx(t, 30*time.Second)
-	a := b.open(t, session.Options{TTL: ttl, DisableRestartGrace: true})
-	h := must[*session.Hold](t)(mutex.New(a, "x").Lock(ctx))
+	ctx := testutil.Ctx(t, 10*time.Second)
+	opts := session.Options{Namespace: b.ns, TTL: time.Second, DisableRestartGrace: true}
+	before := nsKeys(t, b)
 
-	b.restartEmpty(t)
-	restarted := time.Now()
-	lost := ended(t, "mutex", h, 3*ttl).Sub(restarted)
-	o.set("hold cause", causeName(context.Cause(h.Context())))
-	o.set("session cause", causeName(a.Err()))
-	o.set("lost at the next heartbeat", lost <= afterRestart(ttl))
-	t.Logf("lost %v after the restart", lost)
+	s, err := session.Dial(ctx, b.clientOption, opts)
+	o.set("Dial", causeName(err))
+	if err == nil {
+		_ = s.Close()
+	}
+	s, err = session.New(ctx, b.probe, opts)
+	o.set("New", causeName(err))
+	if err == nil {
+		_ = s.Close()
+	}
+	m := session.NewManager(b.probe, opts)
+	_, err = m.Session(ctx)
+	o.set("Manager.Session", causeName(err))
+	_ = m.Close()
 
-	c := b.open(t, session.Options{TTL: ttl, DisableRestartGrace: true})
-	_, err := mutex.New(c, "x").TryLock(ctx)
-	o.set("TryLock by a new session at once", causeName(err))
+	after := nsKeys(t, b)
+	o.set("namespace's keys unchanged", slices.Equal(before, after))
+	t.Logf("namespace's keys: %q before, %q after", before, after)
 	return o
+}
+
+// nsKeys returns the names of the keys of b's namespace, sorted.
+func nsKeys(t *testing.T, b backend) []string {
+	t.Helper()
+	ctx := testutil.Ctx(t, 10*time.Second)
+	keys, err := b.probe.Do(ctx, b.probe.B().Keys().Pattern("{"+b.ns+"}:*").Build()).AsStrSlice()
+	if err != nil {
+		t.Fatalf("KEYS: %v", err)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // takenAway checks how hold h, taken away at since, ends: within one
@@ -503,11 +531,11 @@ func TestFaultsMatchRealRedis(t *testing.T) {
 			"Release of the reclaimed hold":                    "nil",
 			"next token higher":                                "true",
 		}},
-		{"RestartEmptyDisableRestartGrace", restartNoGraceScenario, outcome{
-			"hold cause":                       "ErrLeaseLost",
-			"session cause":                    "ErrLeaseLost",
-			"lost at the next heartbeat":       "true",
-			"TryLock by a new session at once": "nil",
+		{"DisableRestartGraceRefused", noGraceScenario, outcome{
+			"Dial":                       "ErrInvalidOptions",
+			"New":                        "ErrInvalidOptions",
+			"Manager.Session":            "ErrInvalidOptions",
+			"namespace's keys unchanged": "true",
 		}},
 		{"ResetMutex", resetMutexScenario, with(takenAwayWant, outcome{
 			"waiter granted": "nil", "waiter's token higher": "true", "Release of the reset hold": "ErrLost",

@@ -3,7 +3,6 @@ package leaseholdtest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"syscall"
 	"time"
@@ -11,6 +10,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/leasehold/leasehold/internal/lease"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/session"
 )
 
@@ -167,15 +168,15 @@ func (s *Server) Client(t TB) rueidis.Client {
 //
 //   - TTL: DefaultTTL (1s);
 //   - Namespace: the server's (WithNamespace);
-//   - Owner: "leaseholdtest/" + t.Name().
+//   - Owner: "leaseholdtest/" + t.Name();
+//   - RestartGrace: the TTL (sessions of one namespace with different
+//     TTLs need one RestartGrace, at least the longest TTL, set in each).
 //
 // The restart grace stays on, as in production, and costs nothing: the first
-// Session or Manager of a namespace marks it intact first (by opening and
-// closing a session with DisableRestartGrace, which records that the
-// namespace's data is complete), as a namespace in use on a server that has
-// been up for longer than the grace is. After RestartEmpty nothing is marked
-// any more: the grants of a session opened then wait out the grace, as on a
-// Redis that just restarted. Set DisableRestartGrace to test a deployment without it.
+// Session or Manager of a namespace marks it intact first (MarkIntact), as
+// a namespace in use whose data is complete. After RestartEmpty nothing is
+// marked any more: the grants of a session opened then wait out the grace,
+// as after a real data loss.
 //
 // Session fails the test at once while the server is paused, and if the
 // session cannot be opened within 10s or o is invalid.
@@ -236,18 +237,17 @@ func (s *Server) defaults(t TB, o session.Options) session.Options {
 	if o.Owner == "" {
 		o.Owner = "leaseholdtest/" + t.Name()
 	}
-	if !o.DisableRestartGrace {
-		g := max(o.RestartGrace, o.TTL) // RestartGrace defaults to the TTL, and may not be shorter
-		s.mu.Lock()
-		s.grace = max(s.grace, g)
-		s.mu.Unlock()
+	if o.RestartGrace == 0 {
+		o.RestartGrace = o.TTL
 	}
+	s.mu.Lock()
+	s.grace = max(s.grace, o.RestartGrace)
+	s.mu.Unlock()
 	return o
 }
 
 // markIntact records, once per namespace and only before any RestartEmpty,
-// that the namespace's data is complete, using the public API: a session with
-// DisableRestartGrace that finds no marker creates one without a grace.
+// that the namespace's data is complete (see MarkIntact).
 func (s *Server) markIntact(t TB, ns string) {
 	t.Helper()
 	s.markMu.Lock()
@@ -260,16 +260,32 @@ func (s *Server) markIntact(t TB, ns string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
-	m, err := session.Dial(ctx, s.ClientOption(), session.Options{
-		Namespace: ns, TTL: DefaultTTL, Owner: "leaseholdtest/setup", DisableRestartGrace: true,
-	})
-	if err != nil {
+	if err := MarkIntact(ctx, s.ClientOption(), ns); err != nil {
 		t.Fatalf("leaseholdtest: prepare namespace %q: %v", ns, err)
-	}
-	if err := m.Close(); err != nil {
-		t.Fatalf("leaseholdtest: prepare namespace %q: %v", ns, fmt.Errorf("close: %w", err))
 	}
 	s.mu.Lock()
 	s.marked[ns] = true
 	s.mu.Unlock()
+}
+
+// MarkIntact marks namespace ns ("" for the default, "leasehold") on the
+// server opt reaches as holding all its data, so that the first grant of a
+// session there does not wait out the restart grace (see
+// session.Options.RestartGrace). It changes nothing when the namespace is
+// in use. It is for tests and in-process examples on a brand-new server
+// only, where no holder from before a data loss can still believe it holds
+// something: on a server that lost its data it would let a session be
+// granted what another still holds.
+func MarkIntact(ctx context.Context, opt rueidis.ClientOption, ns string) error {
+	o, err := lease.Options{Namespace: ns}.WithDefaults() // checks ns; "" is the default
+	if err != nil {
+		return err
+	}
+	opt.DisableCache = true // as session.Dial: a server without client tracking (miniredis) refuses it
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return scripts.MarkIntact(ctx, c, scripts.NewKeys(o.Namespace))
 }

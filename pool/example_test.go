@@ -10,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/pool"
 	"github.com/leasehold/leasehold/session"
 )
@@ -24,15 +25,21 @@ func Example() {
 	defer mr.Close()
 	ctx := context.Background()
 
-	// ForceSingleClient and DisableRestartGrace are for this in-process
-	// miniredis only: production code sets neither. miniredis answers
-	// CLUSTER commands like a one-node cluster (rueidis tells a real
-	// standalone Redis from a cluster by itself), and it reports no uptime,
-	// so the restart grace would hold the first grant back for a whole TTL.
-	// On Redis, the grace is what keeps a restart that lost the data from
-	// granting a resource twice.
-	s, err := session.Dial(ctx, rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true},
-		session.Options{TTL: 5 * time.Second, DisableRestartGrace: true})
+	// ForceSingleClient, DisableCache and MarkIntact are for this in-process
+	// miniredis only: production code passes Dial just the address.
+	// miniredis answers CLUSTER commands like a one-node cluster (rueidis
+	// tells a real standalone Redis from a cluster by itself) and has no
+	// client-side caching, which the client MarkIntact builds from opt
+	// would ask for (Dial turns it off by itself). MarkIntact marks the
+	// brand-new namespace as holding all its data, so that the first grant
+	// does not wait out the restart grace. On a real Redis the grace is what
+	// keeps a data loss from granting a resource twice, and a brand-new
+	// namespace's first grant waits it out once.
+	opt := rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true, DisableCache: true}
+	if err := leaseholdtest.MarkIntact(ctx, opt, ""); err != nil {
+		log.Fatal(err)
+	}
+	s, err := session.Dial(ctx, opt, session.Options{TTL: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

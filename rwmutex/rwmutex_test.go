@@ -555,8 +555,8 @@ func TestHandOffKeepsKeys(t *testing.T) {
 	ns := redistest.Namespace(t)
 	ctx := testutil.Ctx(t, 30*time.Second)
 	probe := testutil.Client(t, addr)
-	short := testutil.Dial(t, addr, ns, session.Options{TTL: time.Second})
-	long := testutil.Dial(t, addr, ns, session.Options{TTL: 30 * time.Second})
+	short := testutil.Dial(t, addr, ns, session.Options{TTL: time.Second, RestartGrace: 30 * time.Second})
+	long := testutil.Dial(t, addr, ns, session.Options{TTL: 30 * time.Second, RestartGrace: 30 * time.Second})
 	pttl := func(key string) time.Duration {
 		t.Helper()
 		n, err := probe.Do(ctx, probe.B().Pttl().Key("{"+ns+"}:"+key).Build()).AsInt64()

@@ -33,14 +33,23 @@
 // outlives the deadline. This holds as long as:
 //
 //   - the client's and the server's clocks run at rates within 1% of each
-//     other (their absolute values do not matter: only durations are used);
+//     other, and the Redis host's wall clock is not stepped forward (Redis
+//     keeps key expiry as an absolute time of its clock; a step the
+//     heartbeat sees is logged); the client's wall clock does not matter;
 //   - Redis does not lose the lease's last renewal or a grant behind the
-//     session's back. A restart without persistence is detected (the epoch
-//     marker {ns}:epoch is gone): grants are refused for RestartGrace after
-//     the Redis process started, and sessions still inside their deadline
-//     reclaim their lease and holds with their old tokens. A failover to a
-//     replica that had not received the last writes is covered only with
-//     ReplicaAck (WAIT after every grant and renewal);
+//     session's back. A loss of all the namespace's data (a restart
+//     without persistence, FLUSHALL, a replica promoted empty) is detected
+//     (the epoch marker {ns}:epoch is gone): grants are refused for the
+//     namespace's restart grace from when a session notices it, and
+//     sessions still inside their deadline reclaim their lease and holds
+//     with their old tokens (see Options.RestartGrace). On Sentinel and
+//     Redis Cluster, ReplicaAck is what makes a failover safe: WAIT after
+//     every grant and renewal, in the same round trip. Without it, a
+//     failover to a replica that had not received the last writes can
+//     grant a resource twice; the heartbeat notices the promotion (the
+//     server's replication id changes), checks that Redis still records
+//     every hold, and ends those it lost with ErrLost, about one heartbeat
+//     after the client reaches the new master;
 //   - the process is not paused between checking a context and acting on the
 //     resource. No lock service can rule that out: pass Hold.Token to
 //     whatever you write to, and let it reject tokens older than the newest

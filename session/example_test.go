@@ -9,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
+	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/session"
 )
@@ -24,23 +25,26 @@ func Example() {
 	defer mr.Close()
 	ctx := context.Background()
 
-	s, err := session.Dial(ctx,
-		rueidis.ClientOption{
-			InitAddress: []string{mr.Addr()},
-			// For miniredis only, which answers CLUSTER commands like a
-			// one-node cluster: production code leaves ForceSingleClient
-			// unset, and rueidis tells a standalone Redis from a cluster.
-			ForceSingleClient: true,
-		},
-		session.Options{
-			TTL: 5 * time.Second,
-			// For this brand-new miniredis only, which reports no uptime,
-			// so the restart grace would hold the first grant back for a
-			// whole TTL: production code must not set it. On Redis, the
-			// grace is what keeps a restart that lost the data from
-			// granting a resource twice.
-			DisableRestartGrace: true,
-		})
+	opt := rueidis.ClientOption{
+		InitAddress: []string{mr.Addr()},
+		// For miniredis only, which answers CLUSTER commands like a
+		// one-node cluster: production code leaves ForceSingleClient
+		// unset, and rueidis tells a standalone Redis from a cluster.
+		ForceSingleClient: true,
+		// For miniredis only, which has no client-side caching: the
+		// client MarkIntact builds from opt would ask for it (Dial turns
+		// it off by itself).
+		DisableCache: true,
+	}
+	// For this brand-new miniredis only: MarkIntact marks the namespace as
+	// holding all its data, so that the first grant does not wait out the
+	// restart grace. Production code must not call it: on a real Redis the
+	// grace is what keeps a data loss from granting a resource twice, and a
+	// brand-new namespace's first grant waits it out once.
+	if err := leaseholdtest.MarkIntact(ctx, opt, ""); err != nil {
+		log.Fatal(err)
+	}
+	s, err := session.Dial(ctx, opt, session.Options{TTL: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,21 +84,22 @@ func ExampleNew() {
 	ctx := context.Background()
 
 	const ttl = 5 * time.Second
-	c, err := rueidis.NewClient(rueidis.ClientOption{
+	opt := rueidis.ClientOption{
 		InitAddress:       []string{mr.Addr()},
 		DisableCache:      true,    // leasehold uses no client-side caching
 		ConnWriteTimeout:  ttl / 2, // give up a stalled connection within the lease
 		ForceSingleClient: true,    // for miniredis only (see Example)
-	})
+	}
+	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close() // after the session's Close: the caller owns the client
 
-	s, err := session.New(ctx, c, session.Options{
-		TTL:                 ttl,
-		DisableRestartGrace: true, // for miniredis only (see Example)
-	})
+	if err := leaseholdtest.MarkIntact(ctx, opt, ""); err != nil { // for miniredis only (see Example)
+		log.Fatal(err)
+	}
+	s, err := session.New(ctx, c, session.Options{TTL: ttl})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -114,21 +119,22 @@ func ExampleManager_Run() {
 	defer mr.Close()
 	ctx := context.Background()
 
-	c, err := rueidis.NewClient(rueidis.ClientOption{
+	opt := rueidis.ClientOption{
 		InitAddress:       []string{mr.Addr()},
 		DisableCache:      true,
 		ConnWriteTimeout:  2500 * time.Millisecond, // below the TTL, as for New
 		ForceSingleClient: true,                    // for miniredis only (see Example)
-	})
+	}
+	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
 
-	m := session.NewManager(c, session.Options{
-		TTL:                 5 * time.Second,
-		DisableRestartGrace: true, // for miniredis only (see Example)
-	})
+	if err := leaseholdtest.MarkIntact(ctx, opt, ""); err != nil { // for miniredis only (see Example)
+		log.Fatal(err)
+	}
+	m := session.NewManager(c, session.Options{TTL: 5 * time.Second})
 	defer m.Close()
 
 	err = m.Run(ctx, func(ctx context.Context, s *session.Session) error {

@@ -29,11 +29,11 @@ func TestTryDuringRestartGrace(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)
 	ctx := testutil.Ctx(t, 30*time.Second)
-	const ttl = 2 * time.Second // also the restart grace (RestartGrace defaults to TTL)
+	const ttl = 2 * time.Second // also the restart grace
 	testutil.InitEpoch(t, srv.Addr(), ns)
 	opt := testutil.ClientOption(srv.Addr())
 	opt.PipelineMultiplex = -1 // one connection: the first call after the restart redials it
-	s, err := session.Dial(ctx, opt, session.Options{Namespace: ns, TTL: ttl})
+	s, err := session.Dial(ctx, opt, session.Options{Namespace: ns, TTL: ttl, RestartGrace: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,11 @@ func (m *Manager) Session(ctx context.Context) (*Session, error) {
 		actx, cancel := context.WithTimeout(ctx, max(m.o.TTL, time.Second))
 		defer cancel()
 		s, err := New(actx, m.c, m.o)
+		if errors.Is(err, ErrInvalidOptions) {
+			// The namespace's restart grace refuses these options: only
+			// changing them can fix that.
+			return nil, backoff.Permanent(err)
+		}
 		if err != nil {
 			m.o.logger().Warn("opening a session failed; retrying", "err", err)
 		}

@@ -12,17 +12,20 @@ import (
 	"github.com/leasehold/leasehold/session"
 )
 
-// TestManagerRunAfterRestartEmpty: Redis restarts without its data in the
-// middle of a Run; with the restart grace off the session is lost (nothing
-// can be reclaimed), and Run runs fn again on a new one.
+// TestManagerRunAfterRestartEmpty: Redis goes down in the middle of a Run
+// and stays down past the session's deadline, so the session is lost (a
+// restart grace reclaims only within it), then restarts without its data;
+// Run runs fn again on a new session once the restart grace is over.
 func TestManagerRunAfterRestartEmpty(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, srv.Addr(), ns)
 	c := testutil.Client(t, srv.Addr())
-	m := session.NewManager(c, session.Options{Namespace: ns, TTL: time.Second, DisableRestartGrace: true})
+	m := session.NewManager(c, session.Options{Namespace: ns, TTL: time.Second, RestartGrace: time.Second})
 	defer m.Close()
 
 	type run struct {
+		s     *session.Session
 		sid   string
 		token int64
 	}
@@ -36,7 +39,7 @@ func TestManagerRunAfterRestartEmpty(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			runs <- run{s.ID(), h.Token()}
+			runs <- run{s, s.ID(), h.Token()}
 			select {
 			case <-h.Done():
 				return h.Err()
@@ -47,6 +50,7 @@ func TestManagerRunAfterRestartEmpty(t *testing.T) {
 	}()
 	first := <-runs
 	srv.Kill()
+	<-first.s.Done()
 	srv.Restart()
 	var second run
 	select {

@@ -30,16 +30,27 @@ type Options struct {
 	// paused old holder time to notice. Default 0; Reset does not apply it.
 	LockDelay time.Duration
 
-	// RestartGrace is how long after a Redis process start grants are
-	// refused when the namespace's data was lost (restart without
-	// persistence, flush): sessions still inside their deadline reclaim their
-	// lease and holds meanwhile. A server that has been up longer than the
-	// grace when the loss is noticed imposes no wait. Default TTL; it must not
-	// be shorter than the TTL.
+	// RestartGrace is how long grants are refused after the namespace's
+	// data was lost (a restart without persistence, FLUSHALL or FLUSHDB, a
+	// replica promoted empty), counted from when a session notices the
+	// loss: sessions still inside their deadline reclaim their lease and
+	// holds meanwhile. A namespace records its grace (the first session to
+	// find its data missing sets it), and New refuses, with an error
+	// matching ErrInvalidOptions, a session whose TTL is longer than the
+	// recorded grace or whose RestartGrace is shorter: every session of a
+	// namespace must be covered by the grace that any other sets. Default
+	// max(TTL, 10s) (DefaultRestartGrace), so that sessions whose TTLs
+	// differ but stay within 10s agree without configuration; it must not
+	// be shorter than the TTL. A brand-new namespace cannot be told from
+	// one whose data was lost: its first grant waits out the grace, unless
+	// a test marks it intact (leaseholdtest.MarkIntact).
 	RestartGrace time.Duration
-	// DisableRestartGrace turns the restart grace off: after a data loss,
-	// grants resume at once and sessions cannot reclaim (they are lost). Only
-	// safe when no holder could outlive the loss.
+	// DisableRestartGrace is refused by New (ErrInvalidOptions): a data
+	// loss that no grace covers lets a session be granted what another
+	// still holds. Tests and in-process examples on a brand-new server
+	// mark their namespace intact instead (leaseholdtest.MarkIntact).
+	//
+	// Deprecated: setting it makes New fail.
 	DisableRestartGrace bool
 
 	// ReplicaAck is the number of replicas that must acknowledge grants and
@@ -69,6 +80,10 @@ type Options struct {
 	// nil: no metrics.
 	Metrics prometheus.Registerer
 }
+
+// DefaultRestartGrace is the restart grace of every session whose TTL is
+// no longer (see Options.RestartGrace).
+const DefaultRestartGrace = lease.DefaultRestartGrace
 
 // MaxNameLen is the longest resource name accepted, in bytes.
 const MaxNameLen = 1024

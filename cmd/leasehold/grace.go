@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -14,60 +13,55 @@ import (
 
 // grace is the state of a namespace's restart grace (design.md, Safety 4):
 // after Redis lost its data, grants are refused until the time stored in
-// the epoch marker {ns}:epoch (server time, ms; see grace_left in
-// internal/scripts/common.lua).
+// the epoch marker {ns}:epoch (server time, ms), which also records the
+// namespace's grace (see scripts.ParseEpoch).
 type grace struct {
 	missing bool          // no marker: the data was lost and nobody noticed yet; the next grant starts a grace
 	left    time.Duration // grants refused for this long; 0: none
-	uptime  time.Duration // the Redis process's uptime; < 0 when unknown (INFO refused)
+	grace   time.Duration // the namespace's restart grace; 0 when none is recorded
 }
 
 // pending reports whether grants are refused now.
 func (g grace) pending() bool { return g.left > 0 }
 
 // String says why grants are refused and for how long, e.g. "Redis lost its
-// data 3s ago: grants resume in 7s (restart grace)". The grace counts from
-// the Redis process's start, so the loss is dated by its uptime.
+// data, noticed 3s ago: grants resume in 7s (restart grace 10s)". The grace
+// counts from when a session noticed the loss.
 func (g grace) String() string {
 	switch {
 	case g.missing:
 		return "the epoch marker is missing (Redis lost its data, or nothing used the namespace yet): the next session starts the restart grace"
 	case !g.pending():
 		return "no restart grace pending"
-	case g.uptime >= 0:
-		return fmt.Sprintf("Redis lost its data %v ago: grants resume in %v (restart grace)", round(g.uptime), round(g.left))
+	case g.grace >= g.left:
+		return fmt.Sprintf("Redis lost its data, noticed %v ago: grants resume in %v (restart grace %v)",
+			round(g.grace-g.left), round(g.left), round(g.grace))
 	default:
 		return fmt.Sprintf("Redis lost its data: grants resume in %v (restart grace)", round(g.left))
 	}
 }
 
 // readGrace reads the restart grace of namespace e.K in one round trip: the
-// marker, the server's TIME and its uptime (INFO server), the last two sent
-// to the node that owns the namespace's slot, whose clock the marker is
-// set by (TIME and INFO carry no key: on Redis Cluster they would go to
-// any node). An INFO refused (an ACL without +info) leaves the uptime
-// unknown.
+// marker and the server's TIME, sent to the node that owns the namespace's
+// slot, whose clock the marker is set by (TIME carries no key: on Redis
+// Cluster it would go to any node).
 func readGrace(ctx context.Context, e scripts.Env) (grace, error) {
 	k := e.K.Epoch()
 	res := e.C.DoMulti(ctx,
 		e.C.B().Get().Key(k).Build(),
-		e.C.B().Time().Build().SetSlot(k),
-		e.C.B().Info().Section("server").Build().SetSlot(k))
+		e.C.B().Time().Build().SetSlot(k))
 	marker, err := res[0].ToString()
 	if rueidis.IsRedisNil(err) {
-		return grace{missing: true, uptime: -1}, nil
+		return grace{missing: true}, nil
 	}
 	if err != nil {
 		return grace{}, fmt.Errorf("GET %s: %w", k, err)
 	}
-	until, err := strconv.ParseInt(marker, 10, 64)
-	if err != nil {
-		return grace{}, fmt.Errorf("epoch marker %s: %q is not a time in ms", k, marker)
+	until, recorded, ok := scripts.ParseEpoch(marker)
+	if !ok {
+		return grace{}, fmt.Errorf("epoch marker %s: %q is not a time in ms and a grace", k, marker)
 	}
-	g := grace{uptime: -1}
-	if info, err := res[2].ToString(); err == nil {
-		g.uptime = infoUptime(info)
-	}
+	g := grace{grace: recorded}
 	if until == 0 {
 		return g, nil // marked intact with no grace at all
 	}
@@ -83,16 +77,4 @@ func readGrace(ctx context.Context, e scripts.Env) (grace, error) {
 	now := sec*1000 + usec/1000 // as now_ms in common.lua
 	g.left = time.Duration(max(until-now, 0)) * time.Millisecond
 	return g, nil
-}
-
-// infoUptime reads uptime_in_seconds from an INFO server reply, or -1.
-func infoUptime(info string) time.Duration {
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
-			if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-				return time.Duration(s) * time.Second
-			}
-		}
-	}
-	return -1
 }

@@ -19,12 +19,15 @@ type runFlags struct {
 	wait      optDuration
 	killAfter optDuration
 	lockDelay optDuration // lock and elect only
+	grace     optDuration
 }
 
 func (f *runFlags) register(c *command, lockDelay bool) {
 	c.fs.DurationVar(&f.ttl, "ttl", defaultTTL, "lease `TTL`: how long the hold outlives a silent leasehold on the server")
 	f.wait.def = "forever"
 	c.fs.Var(&f.wait, "wait", "give up after waiting this `duration` (exit 73); 0: try once, exit 73 at once if not granted")
+	f.grace.def = "max(TTL, 10s)"
+	c.fs.Var(&f.grace, "restart-grace", "after Redis lost its data, refuse grants this `duration`; at least the TTL, and no shorter than the namespace's (its sessions' RestartGrace)")
 	f.killAfter.def = "TTL/3"
 	c.fs.Var(&f.killAfter, "kill-after", "after a loss, send SIGKILL this `duration` after SIGTERM; at most the TTL")
 	if lockDelay {
@@ -45,7 +48,10 @@ func (f *runFlags) options(c *command, g *globals) (session.Options, time.Durati
 	if kill > f.ttl {
 		return session.Options{}, 0, c.usageErr("--kill-after %v exceeds --ttl %v: a CMD ignoring SIGTERM could outlive the lease by that much", kill, f.ttl)
 	}
-	o := session.Options{Namespace: g.namespace, TTL: f.ttl}
+	o := session.Options{Namespace: g.namespace, TTL: f.ttl, RestartGrace: f.grace.or(0)}
+	if o.RestartGrace != 0 && o.RestartGrace < f.ttl {
+		return session.Options{}, 0, c.usageErr("--restart-grace %v is shorter than --ttl %v: a grant could overlap an unreclaimed hold", o.RestartGrace, f.ttl)
+	}
 	if f.lockDelay.def != "" {
 		o.LockDelay = f.lockDelay.or(kill + f.ttl/10)
 	}

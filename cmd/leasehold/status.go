@@ -42,8 +42,8 @@ type ClusterStatus struct {
 // GraceStatus is a pending restart grace: after Redis lost its data,
 // nothing is granted for left_ms more.
 type GraceStatus struct {
-	LeftMs        int64 `json:"left_ms"`
-	RedisUptimeMs int64 `json:"redis_uptime_ms"` // -1 when INFO is refused
+	LeftMs  int64 `json:"left_ms"`
+	GraceMs int64 `json:"grace_ms"` // the namespace's restart grace; 0 when none is recorded
 }
 
 // SessionStatus is one live session (lease).
@@ -206,10 +206,7 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 	}
 	st.EpochMissing = gr.missing
 	if gr.pending() {
-		st.RestartGrace = &GraceStatus{LeftMs: gr.left.Milliseconds(), RedisUptimeMs: -1}
-		if gr.uptime >= 0 {
-			st.RestartGrace.RedisUptimeMs = gr.uptime.Milliseconds()
-		}
+		st.RestartGrace = &GraceStatus{LeftMs: gr.left.Milliseconds(), GraceMs: gr.grace.Milliseconds()}
 	}
 	sessions, err := readSessions(ctx, e)
 	if err != nil {
@@ -418,7 +415,7 @@ func printStatus(w io.Writer, st *Status) {
 			plural(len(cs.Masters), "master", "masters"), strings.Join(cs.Masters, ", "))
 	}
 	if g := st.RestartGrace; g != nil {
-		p("%v", grace{left: time.Duration(g.LeftMs) * time.Millisecond, uptime: time.Duration(g.RedisUptimeMs) * time.Millisecond})
+		p("%v", grace{left: time.Duration(g.LeftMs) * time.Millisecond, grace: time.Duration(g.GraceMs) * time.Millisecond})
 	}
 	if st.EpochMissing {
 		p("%v", grace{missing: true})

@@ -77,9 +77,9 @@ func TestPrintStatusGrace(t *testing.T) {
 		st   Status
 		want string // the line after the namespace's
 	}{
-		{"grace", Status{RestartGrace: &GraceStatus{LeftMs: 7000, RedisUptimeMs: 3200}},
-			"Redis lost its data 3.2s ago: grants resume in 7s (restart grace)"},
-		{"grace, uptime unknown", Status{RestartGrace: &GraceStatus{LeftMs: 650, RedisUptimeMs: -1}},
+		{"grace", Status{RestartGrace: &GraceStatus{LeftMs: 7000, GraceMs: 10000}},
+			"Redis lost its data, noticed 3s ago: grants resume in 7s (restart grace 10s)"},
+		{"grace, none recorded", Status{RestartGrace: &GraceStatus{LeftMs: 650}},
 			"Redis lost its data: grants resume in 650ms (restart grace)"},
 		{"marker missing", Status{EpochMissing: true},
 			"the epoch marker is missing (Redis lost its data, or nothing used the namespace yet): the next session starts the restart grace"},

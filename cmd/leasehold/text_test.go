@@ -190,20 +190,14 @@ func TestGraceText(t *testing.T) {
 		g    grace
 		want string
 	}{
-		{grace{left: 7 * time.Second, uptime: 3 * time.Second}, "Redis lost its data 3s ago: grants resume in 7s (restart grace)"},
-		{grace{left: 6449 * time.Millisecond, uptime: -1}, "Redis lost its data: grants resume in 6.4s (restart grace)"},
-		{grace{uptime: 3 * time.Second}, "no restart grace pending"},
-		{grace{missing: true, uptime: -1}, "the epoch marker is missing (Redis lost its data, or nothing used the namespace yet): the next session starts the restart grace"},
+		{grace{left: 7 * time.Second, grace: 10 * time.Second}, "Redis lost its data, noticed 3s ago: grants resume in 7s (restart grace 10s)"},
+		{grace{left: 6449 * time.Millisecond}, "Redis lost its data: grants resume in 6.4s (restart grace)"},
+		{grace{grace: 3 * time.Second}, "no restart grace pending"},
+		{grace{missing: true}, "the epoch marker is missing (Redis lost its data, or nothing used the namespace yet): the next session starts the restart grace"},
 	} {
 		if got := tc.g.String(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.g, got, tc.want)
 		}
-	}
-	if got := infoUptime("# Server\r\nredis_version:7.0.15\r\nuptime_in_seconds:42\r\nuptime_in_days:0\r\n"); got != 42*time.Second {
-		t.Errorf("infoUptime = %v, want 42s", got)
-	}
-	if got := infoUptime("# Server\r\n"); got != -1 {
-		t.Errorf("infoUptime without the field = %v, want -1", got)
 	}
 }
 

@@ -33,7 +33,9 @@ const (
 // channel, so waiting sends no requests), until ctx ends, or until the
 // session ends. A Redis error while waiting is retried unless retrying
 // cannot fix it (ErrRedisRefused). ctx bounds only the wait: the hold lives
-// until Release or loss. Its type is internal: it is for leasehold's own
+// until Release or loss. A waiting Claim whose ctx has ended returns ctx's
+// cause and no hold, also when a grant reaches it at that moment (it gives
+// the grant back). Its type is internal: it is for leasehold's own
 // packages.
 func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Hold, error) {
 	h, _, err := s.claim(ctx, r, wait)
@@ -74,6 +76,8 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		sent := time.Now()
 		next, err := s.attempt(ctx, r, hid, wait)
 		switch {
+		case err == nil && next.Status == scripts.Granted && wait && ctx.Err() != nil:
+			return nil, nil, s.giveUp(ctx, r, hid) // granted as ctx ended: give it back
 		case err == nil && next.Status == scripts.Granted:
 			// Granted by this attempt, or by an earlier one whose outcome
 			// was unknown, or handed over to it while it waited (a re-check
@@ -126,10 +130,16 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			pause = minRetry
 			notBefore, unsure = sent, false
 		}
-		t := time.NewTimer(recheckAfter(next.Wait))
+		// Re-check at least once per TTL: the send time of the last attempt
+		// answered "not granted" bounds a hand-off's keys (see keysFrom),
+		// also while a restart grace longer than the TTL runs.
+		t := time.NewTimer(min(recheckAfter(next.Wait), s.opt.TTL))
 		select {
 		case n := <-note:
 			t.Stop()
+			if ctx.Err() != nil {
+				return nil, nil, s.giveUp(ctx, r, hid) // handed over as ctx ended: give it back
+			}
 			if n.token != 0 {
 				if err := s.confirm(ctx); err != nil {
 					s.withdraw(r, hid)
@@ -142,13 +152,23 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
-			s.withdraw(r, hid)
-			return nil, nil, context.Cause(ctx)
+			return nil, nil, s.giveUp(ctx, r, hid)
 		case <-s.ctx.Done():
 			t.Stop()
 			return nil, nil, context.Cause(s.ctx)
 		}
 	}
+}
+
+// giveUp is the exit of a waiting Claim whose ctx has ended: it withdraws
+// hid and returns ctx's cause. A grant that reaches the wait as ctx ends (a
+// hand-off ready in the same select as ctx.Done, or a re-check answered
+// granted) is given back this way too, so that a Claim whose ctx ended
+// never returns a hold (as in golang.org/x/sync/semaphore, go.dev/issue/63615):
+// the release hands the resource on to the next waiter.
+func (s *Session) giveUp(ctx context.Context, r scripts.Resource, hid string) error {
+	s.withdraw(r, hid)
+	return context.Cause(ctx)
 }
 
 // withdraw releases hid, or takes it out of r's queue, from the loop, which

@@ -37,7 +37,10 @@ func TestRefusedWhileWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	o := Options{Namespace: ns, TTL: time.Second, DisableRestartGrace: true}
+	o := Options{Namespace: ns, TTL: time.Second}
+	if err := scripts.MarkIntact(ctx, admin, scripts.NewKeys(ns)); err != nil {
+		t.Fatal(err)
+	}
 	a, err := New(ctx, c, o)
 	if err != nil {
 		t.Fatal(err)

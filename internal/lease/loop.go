@@ -62,19 +62,31 @@ type loop struct {
 
 	exit     bool       // set by lose and close: run returns after this request
 	closeErr chan error // set by close: the reply of Close
+
+	// replID is the server's replication id as the last heartbeat (or the
+	// open) reported it, "" when the server does not tell; until
+	// verifyUntil, which a change of it sets, every heartbeat also checks
+	// that Redis still records every hold (see verify.lua).
+	replID      string
+	verifyUntil time.Time
+	// The last renewal's send time, round trip and server clock (Unix ms),
+	// to notice a step of the server's clock (see noticeClockStep).
+	lastSent     time.Time
+	lastRTT      time.Duration
+	lastServerMs int64
 }
 
 type beatResult struct {
-	sent    time.Time
-	state   scripts.LeaseState
-	revoked []string
-	acked   []string
-	holds   []*Hold            // the holds whose keys it kept alive
-	nkeys   []int              // how many keys of each of holds
-	waits   []*waitEntry       // the waits whose keys it kept alive
-	wkeys   [][2]int           // per wait: how many keys, of which the first how many a hold will have
-	keys    []scripts.KeyState // per key: holds' keys, then waits', in order
-	err     error
+	sent  time.Time
+	recv  time.Time
+	beat  scripts.Beat
+	acked []string
+	holds []*Hold      // the holds whose keys it kept alive
+	nkeys []int        // how many keys of each of holds
+	waits []*waitEntry // the waits whose keys it kept alive
+	wkeys [][2]int     // per wait: how many keys, of which the first how many a hold will have
+	gone  []string     // hold ids Redis no longer records (when it checked, see verify.lua)
+	err   error
 }
 
 type reclaimResult struct {
@@ -188,11 +200,19 @@ func (l *loop) beat() {
 		keep = append(keep, k...)
 	}
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
+	prev, check := l.replID, sent.Before(l.verifyUntil)
 	l.wg.Go(func() {
 		defer cancel()
-		state, revoked, keys, err := s.env.Heartbeat(ctx, s.id, s.opt.TTL, acked, keep, s.keepFor())
-		l.beatDone <- beatResult{sent: sent, state: state, revoked: revoked, acked: acked,
-			holds: holds, nkeys: nkeys, waits: waits, wkeys: wkeys, keys: keys, err: err}
+		r := beatResult{sent: sent, acked: acked, holds: holds, nkeys: nkeys, waits: waits, wkeys: wkeys}
+		r.beat, r.err = s.env.Heartbeat(ctx, s.id, s.opt.TTL, acked, keep, s.keepFor())
+		r.recv = time.Now()
+		id := r.beat.ReplID
+		if r.err == nil && r.beat.State == scripts.Renewed && (check || (prev != "" && id != "" && id != prev)) {
+			// The holds registered by now: a grant is registered once its
+			// reply is in, and replies come in order on a connection.
+			r.gone, r.err = s.env.Verify(ctx, s.id, held(s.holds.snapshot()))
+		}
+		l.beatDone <- r
 	})
 }
 
@@ -215,7 +235,7 @@ func (l *loop) onBeat(r beatResult) {
 		l.beatTimer.Reset(wait)
 		return
 	}
-	switch r.state {
+	switch r.beat.State {
 	case scripts.Gone:
 		s.met.heartbeat("lease_gone", 0)
 		l.lose(fmt.Errorf("%w: the lease no longer exists on the server", ErrLeaseLost))
@@ -233,9 +253,10 @@ func (l *loop) onBeat(r beatResult) {
 		delete(l.acks, id)
 	}
 	s.holds.forgetEarly(now, s.opt.TTL)
-	for _, id := range r.revoked {
+	for _, id := range r.beat.Revoked {
 		l.revoke(id)
 	}
+	l.noticeServer(r)
 	l.kept(r)
 	l.beatTimer.Reset(r.sent.Add(s.opt.Heartbeat).Sub(now))
 	l.clean()
@@ -247,13 +268,14 @@ func (l *loop) kept(r beatResult) {
 	s := l.s
 	until := clock.Deadline(r.sent, s.keepFor())
 	i := 0
+	keys := r.beat.Keys
 	for j, h := range r.holds {
-		h.kept(r.keys[i:i+r.nkeys[j]], until)
+		h.kept(keys[i:i+r.nkeys[j]], until)
 		i += r.nkeys[j]
 	}
 	for j, w := range r.waits {
 		ok := true
-		for _, st := range r.keys[i : i+r.wkeys[j][1]] {
+		for _, st := range keys[i : i+r.wkeys[j][1]] {
 			// Only a key kept counts (see keysFrom): one missing here may
 			// exist on the other node of a slot migration.
 			ok = ok && st == scripts.KeyKept
@@ -278,6 +300,10 @@ func (l *loop) armKeys() {
 	for _, h := range ended {
 		l.log.Warn("hold lost: its keys could not be kept alive in Redis", "session", l.s.id,
 			"kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
+		// Its keys may still exist (kept alive by a wait's heartbeat, or
+		// longer-lived than the client could prove): release it, so that
+		// no record of a hold nobody holds stays behind.
+		l.release(pendingRelease{r: h.res, hid: h.hid})
 	}
 	if next.IsZero() {
 		l.keyTimer.Stop()
@@ -307,10 +333,7 @@ func (l *loop) reclaim() {
 	l.beating = true
 	s := l.s
 	live := s.holds.snapshot()
-	holds := make([]scripts.Held, 0, len(live))
-	for _, h := range live {
-		holds = append(holds, scripts.Held{R: h.reclaimed(), HoldID: h.hid, Token: h.token, Member: h.resource})
-	}
+	holds := held(live)
 	l.log.Warn("Redis lost its data; reclaiming the lease and holds", "session", s.id, "holds", len(holds))
 	sent := time.Now()
 	ctx, cancel := context.WithDeadline(l.bg, l.deadline)
@@ -350,6 +373,60 @@ func (l *loop) onReclaim(r reclaimResult) {
 	s.met.reclaimed(kept, len(r.lost))
 	l.log.Warn("reclaimed after Redis lost its data", "session", s.id, "reclaimed", kept, "lost", len(r.lost))
 	l.beatTimer.Reset(r.sent.Add(s.opt.Heartbeat).Sub(now))
+}
+
+// held describes holds for the scripts that reclaim and verify them.
+func held(holds []*Hold) []scripts.Held {
+	out := make([]scripts.Held, 0, len(holds))
+	for _, h := range holds {
+		out = append(out, scripts.Held{R: h.reclaimed(), HoldID: h.hid, Token: h.token, Member: h.resource})
+	}
+	return out
+}
+
+// noticeServer handles what renewal r tells of the server beyond the
+// lease: a changed replication id (a replica was promoted, or the server
+// restarted) makes the heartbeats of the next TTL check that Redis still
+// records every hold, and ends those it does not (a failover without
+// ReplicaAck lost their grants, and the new master may grant them again);
+// a step of the server's clock is logged.
+func (l *loop) noticeServer(r beatResult) {
+	s := l.s
+	if id := r.beat.ReplID; id != "" {
+		if l.replID != "" && id != l.replID {
+			l.verifyUntil = r.recv.Add(s.opt.TTL)
+			l.log.Warn("Redis replication id changed (failover or restart): checking that Redis still records every hold",
+				"session", s.id, "checked", r.gone != nil)
+		}
+		l.replID = id
+	}
+	for _, id := range r.gone {
+		s.holds.end(id, func(h *Hold) error {
+			l.log.Warn("hold lost: Redis no longer records it (a failover lost its grant)", "session", s.id,
+				"kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
+			return fmt.Errorf("%w: Redis no longer records %s (a failover without ReplicaAck lost its grant)", ErrLost, h.describe())
+		})
+	}
+	l.noticeClockStep(r)
+}
+
+// noticeClockStep logs a step of the server's clock between two renewals:
+// Redis keeps key expiry as an absolute time of its own wall clock, so a
+// forward step ends leases and held keys early (see docs/guarantees.md,
+// "Clocks"). The server read its clock between a renewal's send and its
+// reply, so the two readings differ from the local monotonic interval by
+// at most the two round trips, plus a rate difference allowed at 5%.
+func (l *loop) noticeClockStep(r beatResult) {
+	rtt := r.recv.Sub(r.sent)
+	if l.lastServerMs != 0 && r.beat.ServerMs != 0 {
+		local := r.sent.Sub(l.lastSent)
+		step := time.Duration(r.beat.ServerMs-l.lastServerMs)*time.Millisecond - local
+		if tol := rtt + l.lastRTT + 50*time.Millisecond + local/20; step > tol || step < -tol {
+			l.log.Warn("the Redis server's clock stepped between two heartbeats: a forward step ends leases and held keys early",
+				"session", l.s.id, "step", step, "interval", local)
+		}
+	}
+	l.lastSent, l.lastRTT, l.lastServerMs = r.sent, rtt, r.beat.ServerMs
 }
 
 // revoke ends hold id with ErrLost: the server says it was taken away.

@@ -29,6 +29,11 @@ type Options struct {
 	Metrics             prometheus.Registerer
 }
 
+// DefaultRestartGrace is the restart grace of a session whose TTL is no
+// longer: one value for every such session, so that sessions of one
+// namespace with different TTLs agree on it (see session.Options).
+const DefaultRestartGrace = 10 * time.Second
+
 const (
 	minTTL          = 50 * time.Millisecond
 	maxNamespaceLen = 128
@@ -72,14 +77,15 @@ func (o Options) WithDefaults() (Options, error) {
 	if o.RestartGrace < 0 {
 		return bad("negative RestartGrace %v", o.RestartGrace)
 	}
-	if o.RestartGrace == 0 {
-		o.RestartGrace = o.TTL
-	}
-	if o.RestartGrace < o.TTL && !o.DisableRestartGrace {
-		return bad("RestartGrace %v shorter than the TTL %v would let a grant overlap an unreclaimed hold", o.RestartGrace, o.TTL)
-	}
 	if o.DisableRestartGrace {
-		o.RestartGrace = 0
+		return bad("DisableRestartGrace cannot be made safe: a data loss it did not wait out would let a session be granted " +
+			"what another still holds; mark a brand-new test or example namespace intact instead (leaseholdtest.MarkIntact)")
+	}
+	if o.RestartGrace == 0 {
+		o.RestartGrace = max(o.TTL, DefaultRestartGrace)
+	}
+	if o.RestartGrace < o.TTL {
+		return bad("RestartGrace %v shorter than the TTL %v would let a grant overlap an unreclaimed hold", o.RestartGrace, o.TTL)
 	}
 	if o.ReplicaAck < 0 {
 		return bad("negative ReplicaAck %d", o.ReplicaAck)

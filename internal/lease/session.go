@@ -167,10 +167,13 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		sent := time.Now()
 		// A grant confirmed after its own deadline would be a lost session.
 		octx, cancel := context.WithDeadline(ctx, clock.Deadline(sent, o.TTL))
-		ok, err := s.env.OpenLease(octx, s.id, o.Owner, o.TTL, o.LockDelay)
+		ok, info, err := s.env.OpenLease(octx, s.id, o.Owner, o.TTL, o.LockDelay)
 		cancel()
 		if err == nil && ok && !time.Now().Before(clock.Deadline(sent, o.TTL)) {
 			err = errors.New("lease confirmed after its deadline")
+		}
+		if errors.Is(err, scripts.ErrGraceMismatch) {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
 		}
 		if err != nil {
 			return nil, redisErr("open lease", err)
@@ -180,6 +183,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 			s.base = sent
 			s.deadline.Store(int64(clock.Deadline(sent, o.TTL).Sub(sent)))
 			l := newLoop(s, sent)
+			l.replID = info.ReplID
 			met.sessionOpened()
 			opened = true
 			go l.run()

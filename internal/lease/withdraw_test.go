@@ -26,7 +26,10 @@ func TestLateAcquireAfterWithdrawal(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	o := Options{Namespace: redistest.Namespace(t), TTL: 2 * time.Second, DisableRestartGrace: true}
+	o := Options{Namespace: redistest.Namespace(t), TTL: 2 * time.Second}
+	if err := scripts.MarkIntact(ctx, c, scripts.NewKeys(o.Namespace)); err != nil {
+		t.Fatal(err)
+	}
 	a, err := New(ctx, c, o)
 	if err != nil {
 		t.Fatal(err)

@@ -14,16 +14,16 @@ import (
 // middlebox or a crashed peer would). The chaos suite puts one between each
 // holder process and Redis.
 type Proxy struct {
-	ln       net.Listener
-	upstream string
+	ln net.Listener
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	holed   bool
-	latency time.Duration
-	closed  bool
-	links   map[*link]struct{}
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	upstream string
+	cond     *sync.Cond
+	holed    bool
+	latency  time.Duration
+	closed   bool
+	links    map[*link]struct{}
+	wg       sync.WaitGroup
 }
 
 type link struct {
@@ -81,6 +81,15 @@ func (p *Proxy) Reset() int {
 	return n
 }
 
+// Retarget forwards new connections to upstream and resets every open one,
+// as a failover that moves a service address to another server would.
+func (p *Proxy) Retarget(upstream string) {
+	p.mu.Lock()
+	p.upstream = upstream
+	p.mu.Unlock()
+	p.Reset()
+}
+
 // closeLink closes both ends of l with RST. p.mu held.
 func (p *Proxy) closeLink(l *link) {
 	if l.closed {
@@ -102,7 +111,10 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		u, err := net.DialTimeout("tcp", p.upstream, time.Second)
+		p.mu.Lock()
+		upstream := p.upstream
+		p.mu.Unlock()
+		u, err := net.DialTimeout("tcp", upstream, time.Second)
 		if err != nil {
 			c.Close()
 			continue

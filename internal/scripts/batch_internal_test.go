@@ -26,10 +26,13 @@ type batchWorld struct {
 
 func newBatchWorld(t *testing.T, ctx context.Context, c rueidis.Client) *batchWorld {
 	t.Helper()
-	w := &batchWorld{t: t, ctx: ctx, c: c, e: Env{C: c, K: NewKeys(redistest.Namespace(t)), TTL: time.Minute}}
+	w := &batchWorld{t: t, ctx: ctx, c: c, e: Env{C: c, K: NewKeys(redistest.Namespace(t)), TTL: time.Minute, Grace: time.Minute}}
+	if err := c.Do(ctx, c.B().Set().Key(w.e.K.Epoch()).Value("0").Build()).Error(); err != nil { // intact
+		t.Fatal(err)
+	}
 	w.e.mutexTail = w.e.formatMutexOpts()
 	for _, sid := range []string{"a", "b", "c"} {
-		if ok, err := w.e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
+		if ok, _, err := w.e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
 			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
 		}
 	}

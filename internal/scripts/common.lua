@@ -77,15 +77,18 @@ local function now_ms()
   return math.floor(now_us() / 1000)
 end
 
--- grace_left reads the epoch marker {ns}:epoch, whose value is the server
--- time (ms) until which grants are refused after Redis lost its data. It
--- returns -1 when the marker is missing (the data was lost: the client
--- recreates the marker and retries), the ms of grace left, or 0.
+-- grace_left reads the epoch marker {ns}:epoch, "<until>|<grace>": the
+-- server time (ms) until which grants are refused after Redis lost its
+-- data, and the namespace's restart grace (ms; absent on a marker that no
+-- session has recorded it in yet, see session_open.lua). It returns -1
+-- when the marker is missing (the data was lost: the client recreates the
+-- marker and retries), the ms of grace left, or 0.
 local function grace_left(p)
-  local until_ms = redis.call('GET', p .. K_EPOCH)
-  if not until_ms then
+  local v = redis.call('GET', p .. K_EPOCH)
+  if not v then
     return -1
   end
+  local until_ms = string.match(v, '^%d+')
   if until_ms == '0' then
     return 0 -- marked intact with no grace at all: no need for the clock
   end

@@ -18,11 +18,11 @@ func TestFlightStoreFenced(t *testing.T) {
 	c := testutil.Client(t, addr)
 	ctx := testutil.Ctx(t, 10*time.Second)
 	testutil.InitEpoch(t, addr, ns)
-	e := scripts.Env{C: c, K: scripts.NewKeys(ns), Grace: time.Second}
+	e := scripts.Env{C: c, K: scripts.NewKeys(ns), Grace: time.Minute}
 	const name = "g:k"
 	m := scripts.Resource{Kind: scripts.Mutex, Name: scripts.FlightMutex(name)}
 	for _, sid := range []string{"a", "b"} {
-		if ok, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
+		if ok, _, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
 			t.Fatalf("OpenLease %s = %v, %v", sid, ok, err)
 		}
 	}

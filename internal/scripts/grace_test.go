@@ -24,7 +24,7 @@ func TestAcquireDuringGrace(t *testing.T) {
 	e := scripts.Env{C: c, K: scripts.NewKeys(ns), Grace: grace}
 	// The first lease finds no epoch marker: the marker is set with the
 	// grace (the server has just started), and the lease records it.
-	if ok, err := e.OpenLease(ctx, "live", "test", time.Minute, 0); err != nil || !ok {
+	if ok, _, err := e.OpenLease(ctx, "live", "test", grace, 0); err != nil || !ok {
 		t.Fatalf("OpenLease = %v, %v", ok, err)
 	}
 	if _, _, err := e.PoolChange(ctx, "p", "add", []string{"k"}); err != nil {

@@ -1,11 +1,13 @@
--- heartbeat.lua: renew a session lease, keep its resources' keys alive, and
--- report the holds taken away from it.
+-- heartbeat.lua (with epoch_lib.lua): renew a session lease, keep its
+-- resources' keys alive, and report the holds taken away from it.
 -- KEYS[1] lease {ns}:s:<sid>
 -- ARGV[1] ttl ms   ARGV[2] prefix {ns}:   ARGV[3] keep ms   ARGV[4] n, the
 -- number of revoked hold ids that follow   ARGV[5..4+n] revoked hold ids the
 -- session has already handled   ARGV[5+n..] keys to keep alive: those of
 -- holds whose expiry is due for renewal and of waits (see internal/lease)
--- Returns {1, "k" .. codes, revoked hold ids...} when renewed, codes holding
+-- Returns {1, "k" .. codes, replication id, server time ms, revoked hold
+-- ids...} when renewed (see epoch_lib.lua repl_id; the session checks its
+-- holds when the id changes, and logs a step of the server clock), codes holding
 -- one character per key to keep: "1" when it now expires no sooner than keep
 -- ms from now (or never), "0" when it does not exist, "e" when Redis
 -- refused it; {0} when the lease no longer exists; {2} when it no longer
@@ -48,7 +50,7 @@ for i = 5 + n, #ARGV do
 end
 -- The codes as a string, also when empty or all digits (a reply string,
 -- never a number).
-local out = {HB_RENEWED, 'k' .. table.concat(codes)}
+local out = {HB_RENEWED, 'k' .. table.concat(codes), repl_id(), now_ms()}
 local r = redis.call('HGET', KEYS[1], 'r')
 if r then
   local acked = {}

@@ -1,6 +1,10 @@
 package scripts
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // The infixes of key names after the prefix "{ns}:", named once: the
 // functions below use them, and the scripts get them as the Lua locals
@@ -63,7 +67,7 @@ func (k Keys) Epoch() string { return k.Prefix + keyEpoch }
 // Semaphore is the semaphore hash {ns}:sem:<name>: limit, permits used, last token.
 func (k Keys) Semaphore(name string) string { return k.Prefix + keySemaphore + name }
 
-// SemaphoreHolders is the hash {ns}:semh:<name>: hold id -> "<n>:<token>".
+// SemaphoreHolders is the hash {ns}:semh:<name>: hold id -> "<n>:<token>" or "<n>:<token>:<lock delay ms>".
 func (k Keys) SemaphoreHolders(name string) string { return k.Prefix + keySemaphoreHolders + name }
 
 // PoolBase is the prefix {ns}:pool:<name>: of a pool's keys (see pool_lib.lua).
@@ -120,4 +124,24 @@ func (k Keys) KeptWaiting(r Resource) (keys []string, held int) {
 		keys = append(keys, k.ElectionCandidates(r.Name))
 	}
 	return append(keys, k.Queue(r.Kind, r.Name)), held
+}
+
+// ParseEpoch reads an epoch marker value "<until>|<grace>" (see
+// common.lua grace_left): the server time (ms) until which grants are
+// refused, 0 for none, and the namespace's restart grace, 0 when none is
+// recorded.
+func ParseEpoch(v string) (untilMs int64, grace time.Duration, ok bool) {
+	u, g, hasGrace := strings.Cut(v, "|")
+	untilMs, err := strconv.ParseInt(u, 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	if hasGrace {
+		ms, err := strconv.ParseInt(g, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		grace = time.Duration(ms) * time.Millisecond
+	}
+	return untilMs, grace, true
 }

@@ -26,19 +26,21 @@ func SessionOf(hid string) string {
 // reply of a release. The scripts name them as Lua locals that join
 // declares from these constants (protocolConsts).
 const (
-	replyGranted        = 1  // acquire: {1, token[, resource]}
-	replyBusy           = 0  // acquire: {0, wait ms, queue position or -1}
-	replyLeaseGone      = -1 // acquire: the caller's own lease no longer exists
-	replyLimitMismatch  = -2 // semaphore acquire: {-2, stored limit}
-	replyNotMember      = -3 // pool acquire {-3}, pool members {-3, key}
-	replyEpochMissing   = -5 // the epoch marker is gone: recreate it, retry once
-	replyNotReclaimable = -6 // reclaim: the lease was lost outside a restart grace
-	replyWithdrawn      = -7 // acquire: the hold id was withdrawn for good
-	replyGrace          = -8 // acquire without queueing, not granted during a restart grace: {-8, grace ms left}
-	replySlow           = -9 // a batch script's reply for one call its fast path does not cover (see batch.go)
+	replyGranted        = 1   // acquire: {1, token[, resource]}
+	replyBusy           = 0   // acquire: {0, wait ms, queue position or -1}
+	replyLeaseGone      = -1  // acquire: the caller's own lease no longer exists
+	replyLimitMismatch  = -2  // semaphore acquire: {-2, stored limit}
+	replyNotMember      = -3  // pool acquire {-3}, pool members {-3, key}
+	replyEpochMissing   = -5  // the epoch marker is gone: recreate it, retry once
+	replyNotReclaimable = -6  // reclaim: the lease was lost outside a restart grace
+	replyWithdrawn      = -7  // acquire: the hold id was withdrawn for good
+	replyGrace          = -8  // acquire without queueing, not granted during a restart grace: {-8, grace ms left}
+	replySlow           = -9  // a batch script's reply for one call its fast path does not cover (see batch.go)
+	replyGraceMismatch  = -10 // session open: {-10, the namespace's restart grace ms}
 )
 
-// Heartbeat replies: {1, revoked hold ids...}, {0} or {2}.
+// Heartbeat replies: {1, key codes, replication id, server ms, revoked hold
+// ids...}, {0} or {2}.
 const (
 	replyRenewed     = 1
 	replyGone        = 0
@@ -52,8 +54,9 @@ const (
 	replyReclaimLost = 1
 )
 
-// Session open: 1 when the lease was created, 0 when the id is taken, -5
-// when the epoch marker is missing.
+// Session open: {1, grace, replication id} when the lease was created, {0}
+// when the id is taken, {-5} when the epoch marker is missing, {-10, grace}
+// when the session does not fit the namespace's restart grace.
 const (
 	replyOpened  = 1
 	replyIDTaken = 0
@@ -77,6 +80,7 @@ var protocolConsts = []luaConst{
 	{"R_WITHDRAWN", replyWithdrawn},
 	{"R_GRACE", replyGrace},
 	{"R_SLOW", replySlow},
+	{"R_GRACE_MISMATCH", replyGraceMismatch},
 	{"HB_RENEWED", replyRenewed},
 	{"HB_GONE", replyGone},
 	{"HB_RECLAIMABLE", replyReclaimable},

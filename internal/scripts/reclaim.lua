@@ -1,11 +1,13 @@
--- reclaim.lua (with mutex_lib.lua, semaphore_lib.lua, rwmutex_lib.lua): after Redis lost its data, recreate a session's lease and its
+-- reclaim.lua (with mutex_lib.lua, semaphore_lib.lua, rwmutex_lib.lua,
+-- epoch_lib.lua): after Redis lost its data, recreate a session's lease and its
 -- holds with their old tokens, during the restart grace only.
 -- KEYS[1] lease {ns}:s:<sid>   KEYS[2] {ns}:epoch
 -- ARGV[1] prefix {ns}:   ARGV[2] owner   ARGV[3] ttl ms   ARGV[4] lock delay ms
 -- ARGV[5..] groups of 6: kind ("m" "sem" "pool" "el" "rw"), name, hold id, token,
 -- n (semaphore permits), extra (semaphore: limit; pool: member; election: value;
 -- rwmutex: "r" for a read hold, "w" for a write one)
--- Returns {1, hold ids that could not be reclaimed...}; {0} when the lease
+-- Returns {1, the namespace's restart grace ms (0 when none is recorded),
+-- hold ids that could not be reclaimed...}; {0} when the lease
 -- exists (renewed, nothing to reclaim); {-6} when not in a restart grace
 -- (the lease was lost for real: the session must end); {-5} when the epoch
 -- marker is missing.
@@ -78,7 +80,7 @@ local function mutex(m, q, hid, tok)
   return ok
 end
 
-local lost = {RECLAIM_LOST}
+local lost = {RECLAIM_LOST, epoch_grace(redis.call('GET', KEYS[2])) or 0}
 for i = 5, #ARGV, 6 do
   local kind, name, hid, tok, n, extra = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5]
   local ok = false
@@ -101,7 +103,8 @@ for i = 5, #ARGV, 6 do
       end
       local limit = tonumber(redis.call('HGET', meta, 'limit'))
       if sem_purge(p, meta, holders) + n <= limit then
-        redis.call('HSET', holders, hid, n .. ':' .. string.format('%.0f', tok))
+        -- The holder's lock delay, if any, as sem_grant records it.
+        redis.call('HSET', holders, hid, n .. ':' .. string.format('%.0f', tok) .. (ARGV[4] ~= '0' and ':' .. ARGV[4] or ''))
         redis.call('HINCRBY', meta, 'used', n)
         redis.call('HSET', meta, 'i', string.format('%.0f', 2 * tonumber(ARGV[3])))
         sem_keep(meta, holders, held)
@@ -121,7 +124,11 @@ for i = 5, #ARGV, 6 do
       redis.call('ZREM', b .. 'f', extra)
       redis.call('HSET', b .. 'h', extra, hid)
       redis.call('HINCRBY', b .. 's', sid, 1)
-      redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, extra)
+      if ARGV[4] ~= '0' then -- the lock delay, as pool_grant records it
+        redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, extra, '~ld', ARGV[4])
+      else
+        redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, extra)
+      end
       keep_max(b .. 't', extra, tok)
       ok = true
     end

@@ -27,15 +27,18 @@ func TestRWMutexHolderLastMillisecond(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	e := Env{C: c, K: NewKeys(ns)}
-	if ok, err := e.OpenLease(ctx, "b", "test", time.Hour, 0); err != nil || !ok {
+	e := Env{C: c, K: NewKeys(ns), Grace: time.Hour}
+	if err := c.Do(ctx, c.B().Set().Key(e.K.Epoch()).Value("0").Build()).Error(); err != nil { // intact
+		t.Fatal(err)
+	}
+	if ok, _, err := e.OpenLease(ctx, "b", "test", time.Hour, 0); err != nil || !ok {
 		t.Fatalf("OpenLease(b) = %v, %v", ok, err)
 	}
 	const trials = 20
 	for i := range trials {
 		holderShared := i%2 == 1 // a writer, then a reader, holds
 		sid, name := fmt.Sprintf("a%d", i), fmt.Sprintf("rw%d", i)
-		if ok, err := e.OpenLease(ctx, sid, "test", time.Hour, 0); err != nil || !ok {
+		if ok, _, err := e.OpenLease(ctx, sid, "test", time.Hour, 0); err != nil || !ok {
 			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
 		}
 		held := Resource{Kind: RWMutex, Name: name, Shared: holderShared}

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -53,6 +54,10 @@ var (
 	epochInitLua string
 	//go:embed reclaim.lua
 	reclaimLua string
+	//go:embed epoch_lib.lua
+	epochLib string
+	//go:embed verify.lua
+	verifyLua string
 )
 
 // script prepends common.lua and the given libraries to body, or inserts
@@ -80,15 +85,16 @@ func join(body string, libs []string) string {
 }
 
 var (
-	sessionOpen  = script(sessionOpenLua)
-	heartbeat    = unprobed(script(heartbeatLua))
+	sessionOpen  = script(sessionOpenLua, epochLib)
+	heartbeat    = unprobed(script(heartbeatLua, epochLib))
 	sessionClose = script(sessionCloseLua)
 	mutexAcquire = script(mutexAcquireLua, mutexLib)
 	mutexRelease = script(mutexReleaseLua, mutexLib)
 	mutexReset   = script(mutexResetLua, mutexLib)
 	mutexInspect = readOnly(mutexInspectLua)
 	epochInit    = script(epochInitLua)
-	reclaim      = script(reclaimLua, mutexLib, semLib, rwLib)
+	reclaim      = script(reclaimLua, mutexLib, semLib, rwLib, epochLib)
+	verify       = script(verifyLua, mutexLib)
 )
 
 // Errors the scripts report; the primitives re-export them under their names.
@@ -174,13 +180,16 @@ type Env struct {
 	C          rueidis.Client
 	K          Keys
 	Sharded    bool          // SPUBLISH (Redis Cluster) rather than PUBLISH
-	Grace      time.Duration // restart grace to impose when the epoch marker is missing
+	Grace      time.Duration // the session's restart grace (see InitEpoch)
 	Acks       int           // replicas that must acknowledge grants and heartbeats (WAIT)
 	AckTimeout time.Duration // WAIT timeout
 	Log        *slog.Logger  // nil: no logs
 	LockDelay  time.Duration // the session's Options.LockDelay
 	TTL        time.Duration // the session's Options.TTL; 0 for the default, 10 s
 
+	// graceSeen is the longest restart grace (ms) the session found
+	// recorded for the namespace (set by Prepared; see InitEpoch).
+	graceSeen *atomic.Int64
 	mutexTail string   // formatMutexOpts, formatted once by Prepared; "" until then
 	batch     *batches // set by Prepared: overlapping mutex calls share one script call (batch.go)
 }
@@ -194,8 +203,37 @@ type Env struct {
 // Env value and its copies are one session's.
 func (e Env) Prepared() Env {
 	e.mutexTail = e.formatMutexOpts()
+	e.graceSeen = new(atomic.Int64)
 	e.batch = newBatches(e)
 	return e
+}
+
+// SeeGrace records that the namespace's restart grace is d, as recorded in
+// its epoch marker (see session_open.lua).
+func (e Env) SeeGrace(d time.Duration) {
+	if e.graceSeen == nil {
+		return
+	}
+	for {
+		old := e.graceSeen.Load()
+		if d.Milliseconds() <= old || e.graceSeen.CompareAndSwap(old, d.Milliseconds()) {
+			return
+		}
+	}
+}
+
+// grace is the restart grace to impose after a data loss: the session's
+// own, or the namespace's it found recorded when longer. The namespace's
+// grace only grows (a session whose grace is shorter is refused at open),
+// and every session alive at a loss either reclaimed through the previous
+// one, which told it the grace then recorded, or opened after it: so the
+// grace it sets covers every TTL the namespace accepted.
+func (e Env) grace() time.Duration {
+	g := e.Grace
+	if e.graceSeen != nil {
+		g = max(g, time.Duration(e.graceSeen.Load())*time.Millisecond)
+	}
+	return g
 }
 
 // mutexOpts is the tail of a mutex acquire's options: "<held ms>|<lock
@@ -326,12 +364,10 @@ func (e Env) acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 }
 
 // InitEpoch recreates the epoch marker after Redis lost its data: grants are
-// refused until Grace after the Redis process started (so a server up for
-// longer than Grace imposes no wait). The script reads the uptime itself
-// (INFO server), so it is that of the node that owns the namespace's slot,
-// also on Redis Cluster where a keyless INFO would reach any node.
+// refused for the restart grace from now (see epoch_init.lua), the
+// session's own or the namespace's it knows of, whichever is longer.
 func (e Env) InitEpoch(ctx context.Context) error {
-	left, err := epochInit.Exec(ctx, e.C, []string{e.K.Epoch()}, []string{ms(e.Grace)}).AsInt64()
+	left, err := epochInit.Exec(ctx, e.C, []string{e.K.Epoch()}, []string{ms(e.grace())}).AsInt64()
 	if err == nil && left > 0 && e.Log != nil {
 		e.Log.Warn("namespace data missing (Redis lost its data, or the namespace is new): "+
 			"grants wait out the restart grace", "namespace", e.K.Namespace(),
@@ -488,20 +524,57 @@ func (e Env) ReleaseMulti(ctx context.Context, rs []Resource, hids []string) []e
 	return errs
 }
 
+// ErrGraceMismatch reports that a session does not fit the restart grace
+// recorded for its namespace (see session_open.lua).
+var ErrGraceMismatch = errors.New("the session does not fit the namespace's restart grace")
+
+// Opened is what OpenLease reports of a lease it created.
+type Opened struct {
+	Grace  time.Duration // the namespace's restart grace
+	ReplID string        // the server's replication id, "" when unknown (see epoch_lib.lua)
+}
+
 // OpenLease creates the lease of session sid. It reports false when the id is
-// taken. A missing epoch marker is recreated first (see InitEpoch).
-func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay time.Duration) (bool, error) {
+// taken, and an error matching ErrGraceMismatch, with the namespace's grace,
+// when the session's TTL or restart grace does not fit it. A missing epoch
+// marker is recreated first (see InitEpoch).
+func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay time.Duration) (bool, Opened, error) {
 	for attempt := 0; ; attempt++ {
 		v, err := sessionOpen.Exec(ctx, e.C, []string{e.K.Lease(sid)},
-			[]string{owner, ms(ttl), ms(lockDelay), e.K.Prefix}).AsInt64()
-		if err != nil || v != int64(epochMissing) {
-			return v == replyOpened, err
+			[]string{owner, ms(ttl), ms(lockDelay), e.K.Prefix, ms(e.Grace)}).ToArray()
+		if err != nil {
+			return false, Opened{}, err
+		}
+		var code, g int64
+		if len(v) == 0 || num(v[0], &code) != nil {
+			return false, Opened{}, errReply
+		}
+		switch code {
+		case replyIDTaken:
+			return false, Opened{}, nil
+		case replyGraceMismatch:
+			if len(v) != 2 || num(v[1], &g) != nil {
+				return false, Opened{}, errReply
+			}
+			return false, Opened{}, fmt.Errorf("%w: namespace %q records a restart grace of %v, and every session of it must have a TTL no longer than that and a RestartGrace no shorter (this one: TTL %v, RestartGrace %v)",
+				ErrGraceMismatch, e.K.Namespace(), time.Duration(g)*time.Millisecond, ttl, e.Grace)
+		case replyOpened:
+			var o Opened
+			if len(v) != 3 || firstErr(num(v[1], &g), str(v[2], &o.ReplID)) != nil {
+				return false, Opened{}, errReply
+			}
+			o.Grace = time.Duration(g) * time.Millisecond
+			e.SeeGrace(o.Grace)
+			return true, o, nil
+		case replyEpochMissing:
+		default:
+			return false, Opened{}, errReply
 		}
 		if attempt > 0 {
-			return false, fmt.Errorf("%w: epoch marker missing again", errReply)
+			return false, Opened{}, fmt.Errorf("%w: epoch marker missing again", errReply)
 		}
 		if err := e.InitEpoch(ctx); err != nil {
-			return false, err
+			return false, Opened{}, err
 		}
 	}
 }
@@ -516,13 +589,24 @@ const (
 	Reclaimable LeaseState = replyReclaimable // the lease is gone because Redis lost its data, within the restart grace
 )
 
+// Beat is what a heartbeat reports.
+type Beat struct {
+	State LeaseState
+	// When renewed: the hold ids taken away from the session that are not
+	// acknowledged yet; for each key to keep whether it now lives at least
+	// keepFor (KeyKept), is missing (KeyMissing) or was refused (KeyRefused,
+	// as on a node the slot is migrating from); the server's replication id
+	// ("" when unknown, see epoch_lib.lua) and its clock (Unix ms).
+	Revoked  []string
+	Keys     []KeyState
+	ReplID   string
+	ServerMs int64
+}
+
 // Heartbeat renews the lease of session sid for ttl, forgetting the revoked
 // hold ids in acked, and keeps the keys in keep alive for at least keepFor
-// (see heartbeat.lua). It reports the lease state, the hold ids taken away
-// from the session that are not acknowledged yet, and for each key of keep
-// whether it now lives at least keepFor (KeyKept), is missing (KeyMissing)
-// or was refused (KeyRefused, as on a node the slot is migrating from).
-func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked, keep []string, keepFor time.Duration) (LeaseState, []string, []KeyState, error) {
+// (see heartbeat.lua).
+func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked, keep []string, keepFor time.Duration) (Beat, error) {
 	args := make([]string, 0, 4+len(acked)+len(keep))
 	args = append(args, ms(ttl), e.K.Prefix, ms(keepFor), strconv.Itoa(len(acked)))
 	args = append(args, acked...)
@@ -530,52 +614,57 @@ func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked
 	for attempt := 0; ; attempt++ {
 		res, err := e.execWait(ctx, heartbeat, []string{e.K.Lease(sid)}, args)
 		if err != nil {
-			return 0, nil, nil, err
+			return Beat{}, err
 		}
 		v, err := res.ToArray()
 		if err != nil {
-			return 0, nil, nil, err
+			return Beat{}, err
 		}
 		if len(v) == 0 {
-			return 0, nil, nil, errReply
+			return Beat{}, errReply
 		}
 		status, err := v[0].AsInt64()
 		if err != nil {
-			return 0, nil, nil, err
+			return Beat{}, err
 		}
 		switch status {
 		case replyEpochMissing:
 			if attempt > 0 {
-				return 0, nil, nil, fmt.Errorf("%w: epoch marker missing again", errReply)
+				return Beat{}, fmt.Errorf("%w: epoch marker missing again", errReply)
 			}
 			if err := e.InitEpoch(ctx); err != nil {
-				return 0, nil, nil, err
+				return Beat{}, err
 			}
 			continue
 		case replyGone, replyReclaimable:
-			return LeaseState(status), nil, nil, nil
+			return Beat{State: LeaseState(status)}, nil
 		}
-		if len(v) < 2 {
-			return 0, nil, nil, errReply
+		if len(v) < 4 {
+			return Beat{}, errReply
 		}
 		codes, err := v[1].ToString()
 		codes, ok := strings.CutPrefix(codes, "k")
 		if err != nil || !ok || len(codes) != len(keep) {
-			return 0, nil, nil, fmt.Errorf("%w: %d key states for %d keys", errReply, len(codes), len(keep))
+			return Beat{}, fmt.Errorf("%w: %d key states for %d keys", errReply, len(codes), len(keep))
 		}
 		states := make([]KeyState, len(codes))
 		for i := range len(codes) {
 			states[i] = KeyState(codes[i])
 		}
-		revoked := make([]string, 0, len(v)-2)
-		for _, m := range v[2:] {
+		out := Beat{State: Renewed, Keys: states}
+		if err := firstErr(str(v[2], &out.ReplID), num(v[3], &out.ServerMs)); err != nil {
+			return Beat{}, err
+		}
+		revoked := make([]string, 0, len(v)-4)
+		for _, m := range v[4:] {
 			s, err := m.ToString()
 			if err != nil {
-				return 0, nil, nil, err
+				return Beat{}, err
 			}
 			revoked = append(revoked, s)
 		}
-		return Renewed, revoked, states, nil
+		out.Revoked = revoked
+		return out, nil
 	}
 }
 
@@ -600,6 +689,35 @@ type Held struct {
 // ErrNotReclaimable reports that the lease was lost outside a restart grace.
 var ErrNotReclaimable = errors.New("the lease was lost outside a restart grace")
 
+// extra is the per-kind argument of reclaim.lua and verify.lua for h.
+func (h Held) extra() string {
+	switch h.R.Kind {
+	case Semaphore:
+		return strconv.FormatInt(h.R.Limit, 10)
+	case Pool:
+		return h.Member
+	case Election:
+		return h.R.Value
+	case RWMutex:
+		if h.R.Shared {
+			return "r"
+		}
+		return "w"
+	}
+	return ""
+}
+
+// Verify returns the hold ids of holds that Redis no longer records for
+// session sid (see verify.lua): a failover lost their grants.
+func (e Env) Verify(ctx context.Context, sid string, holds []Held) ([]string, error) {
+	args := make([]string, 0, 1+4*len(holds))
+	args = append(args, e.K.Prefix)
+	for _, h := range holds {
+		args = append(args, h.R.Kind.short(), h.R.Name, h.HoldID, h.extra())
+	}
+	return verify.Exec(ctx, e.C, []string{e.K.Lease(sid)}, args).AsStrSlice()
+}
+
 // Reclaim recreates the lease of session sid and its holds after Redis lost
 // its data, during the restart grace. It returns the hold ids that could not
 // be reclaimed, or ErrNotReclaimable.
@@ -607,22 +725,8 @@ func (e Env) Reclaim(ctx context.Context, sid, owner string, ttl, lockDelay time
 	args := make([]string, 0, 4+6*len(holds))
 	args = append(args, e.K.Prefix, owner, ms(ttl), ms(lockDelay))
 	for _, h := range holds {
-		extra := ""
-		switch h.R.Kind {
-		case Semaphore:
-			extra = strconv.FormatInt(h.R.Limit, 10)
-		case Pool:
-			extra = h.Member
-		case Election:
-			extra = h.R.Value
-		case RWMutex:
-			extra = "w"
-			if h.R.Shared {
-				extra = "r"
-			}
-		}
 		args = append(args, h.R.Kind.short(), h.R.Name, h.HoldID, strconv.FormatInt(h.Token, 10),
-			strconv.FormatInt(h.R.N, 10), extra)
+			strconv.FormatInt(h.R.N, 10), h.extra())
 	}
 	for attempt := 0; ; attempt++ {
 		res, err := e.execWait(ctx, reclaim, []string{e.K.Lease(sid), e.K.Epoch()}, args)
@@ -654,8 +758,13 @@ func (e Env) Reclaim(ctx context.Context, sid, owner string, ttl, lockDelay time
 			}
 			continue
 		}
-		lost := make([]string, 0, len(v)-1)
-		for _, m := range v[1:] {
+		var g int64
+		if len(v) < 2 || num(v[1], &g) != nil {
+			return nil, errReply
+		}
+		e.SeeGrace(time.Duration(g) * time.Millisecond)
+		lost := make([]string, 0, len(v)-2)
+		for _, m := range v[2:] {
 			s, err := m.ToString()
 			if err != nil {
 				return nil, err
@@ -728,3 +837,16 @@ func num(m rueidis.RedisMessage, dst *int64) (err error) {
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// MarkIntact marks the namespace of keys k as holding all its data, with no
+// restart grace, unless its epoch marker exists: for tests and in-process
+// examples on a brand-new server, which no holder from before can have
+// used. The first session then records its restart grace in the marker
+// (see session_open.lua).
+func MarkIntact(ctx context.Context, c rueidis.Client, k Keys) error {
+	err := c.Do(ctx, c.B().Set().Key(k.Epoch()).Value("0").Nx().Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return nil
+	}
+	return err
+}

@@ -1,17 +1,33 @@
--- session_open.lua: create a session lease.
+-- session_open.lua (with epoch_lib.lua): create a session lease.
 -- KEYS[1] lease {ns}:s:<sid>
 -- ARGV[1] owner   ARGV[2] ttl ms   ARGV[3] lock delay ms   ARGV[4] prefix {ns}:
--- Returns 1 when created, 0 when the id is already taken, -5 when the epoch
--- marker is missing (see common.lua grace_left: the client recreates it and
--- tries again).
+-- ARGV[5] the session's restart grace ms
+-- Returns {1, namespace grace ms, replication id} when created; {0} when
+-- the id is already taken; {-5} when the epoch marker is missing (see
+-- common.lua grace_left: the client recreates it and tries again);
+-- {-10, namespace grace ms} when the session does not fit the namespace's
+-- restart grace: its TTL is longer (a data loss would let others be
+-- granted what it still holds) or its own grace is shorter (it would set
+-- too short a grace after the next loss).
+-- The namespace's grace is the one recorded in the epoch marker; a marker
+-- without one (marked intact by a test or an example) gets this session's.
 -- Field 'g' is "0" when no restart grace was pending (see check_caller).
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  return OPEN_TAKEN
+  return {OPEN_TAKEN}
+end
+local epoch = ARGV[4] .. K_EPOCH
+local v = redis.call('GET', epoch)
+if not v then
+  return {R_EPOCH_MISSING}
+end
+local g = epoch_grace(v)
+if not g then
+  g = tonumber(ARGV[5])
+  redis.call('SET', epoch, string.match(v, '^%d+') .. '|' .. ARGV[5])
+elseif tonumber(ARGV[2]) > g or tonumber(ARGV[5]) < g then
+  return {R_GRACE_MISMATCH, g}
 end
 local grace = grace_left(ARGV[4])
-if grace < 0 then
-  return R_EPOCH_MISSING
-end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'ttl', ARGV[2], 'ld', ARGV[3], 'g', grace == 0 and '0' or '1')
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return OPEN_CREATED
+return {OPEN_CREATED, g, repl_id()}

@@ -25,11 +25,12 @@ func TestMutexWaiterMark(t *testing.T) {
 	ns := redistest.Namespace(t)
 	c := testutil.Client(t, srv.Addr())
 	ctx := testutil.Ctx(t, 10*time.Second)
-	e := scripts.Env{C: c, K: scripts.NewKeys(ns)} // no grace: a fresh server is not a restart here
+	testutil.InitEpoch(t, srv.Addr(), ns) // a fresh server is not a restart here
+	e := scripts.Env{C: c, K: scripts.NewKeys(ns), Grace: time.Minute}
 	m := scripts.Resource{Kind: scripts.Mutex, Name: "m"}
 	key := "{" + ns + "}:m:m"
 	for _, sid := range []string{"a", "b", "c"} {
-		if ok, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
+		if ok, _, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
 			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
 		}
 	}
@@ -102,9 +103,10 @@ func TestRWMutexWaiterMark(t *testing.T) {
 	ns := redistest.Namespace(t)
 	c := testutil.Client(t, srv.Addr())
 	ctx := testutil.Ctx(t, 10*time.Second)
-	e := scripts.Env{C: c, K: scripts.NewKeys(ns)}
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	e := scripts.Env{C: c, K: scripts.NewKeys(ns), Grace: time.Minute}
 	for _, sid := range []string{"a", "b", "c"} {
-		if ok, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
+		if ok, _, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
 			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
 		}
 	}
@@ -188,11 +190,12 @@ func TestMutexOlderLayout(t *testing.T) {
 	ns := redistest.Namespace(t)
 	c := testutil.Client(t, srv.Addr())
 	ctx := testutil.Ctx(t, 10*time.Second)
-	e := scripts.Env{C: c, K: scripts.NewKeys(ns)}
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	e := scripts.Env{C: c, K: scripts.NewKeys(ns), Grace: time.Minute}
 	m := scripts.Resource{Kind: scripts.Mutex, Name: "old"}
 	key := "{" + ns + "}:m:old"
 	for _, sid := range []string{"a", "b"} {
-		if ok, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
+		if ok, _, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
 			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
 		}
 	}

@@ -111,6 +111,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	st.opt.DisableCache = true
 	st.opt.ConnWriteTimeout = st.ttl / 2
+	if st.embedded || cfg.Namespace == "" {
+		if err := st.markIntact(ctx); err != nil {
+			return Summary{}, err
+		}
+	}
 	st.net = newNetwork(st.opt)
 	st.p = &printer{w: cfg.Out, start: time.Now()}
 
@@ -162,17 +167,31 @@ func (st *story) newNode(name string) (*node, error) {
 		return nil, fmt.Errorf("demo: %s: connect to Redis: %w", name, err)
 	}
 	o := session.Options{Namespace: st.ns, TTL: st.ttl, Owner: "demo/" + name}
-	if st.embedded {
-		// A brand-new in-process server has no holder from before a restart
-		// to protect, and miniredis reports no uptime, so the restart grace
-		// would hold the first grant back for a whole TTL for nothing.
-		o.DisableRestartGrace = true
-	}
 	n := &node{name: name, link: l, c: c, m: session.NewManager(c, o)}
 	st.mu.Lock()
 	st.nodes = append(st.nodes, n)
 	st.mu.Unlock()
 	return n, nil
+}
+
+// markIntact marks the demo's namespace as holding all its data, before
+// any node opens a session. Run calls it only for a brand-new namespace: the
+// one on the embedded server, or the fresh one it names on a real server.
+// No holder from before a data loss can be in either, and without the mark
+// the first grant would wait out the restart grace (10s) for nothing. A
+// namespace the user names is left to the grace, as in production.
+func (st *story) markIntact(ctx context.Context) error {
+	c, err := rueidis.NewClient(st.opt)
+	if err != nil {
+		return fmt.Errorf("demo: connect to Redis: %w", err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := scripts.MarkIntact(ctx, c, scripts.NewKeys(st.ns)); err != nil {
+		return fmt.Errorf("demo: prepare namespace %q: %w", st.ns, err)
+	}
+	return nil
 }
 
 func (st *story) closeNodes() {

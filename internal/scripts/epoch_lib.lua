@@ -1,0 +1,22 @@
+-- epoch_lib.lua: helpers of the scripts that open, renew, reclaim and
+-- verify a session (see scripts.go); not a script of its own.
+
+-- epoch_grace returns the restart grace (ms, a number) recorded in epoch
+-- marker value v ("<until>|<grace>"), or nil when none is recorded.
+local function epoch_grace(v)
+  local g = string.match(v or '', '|(%d+)$')
+  return g and tonumber(g)
+end
+
+-- repl_id returns the replication id of the server running the script
+-- (master_replid of INFO replication): it changes when a replica is
+-- promoted and when a server restarts, so a session that sees it change
+-- checks that Redis still records its holds (see verify.lua). "" when the
+-- server does not tell (an ACL user without +info, miniredis).
+local function repl_id()
+  local info = redis.pcall('INFO', 'replication')
+  if type(info) == 'string' then
+    return string.match(info, 'master_replid:(%w+)') or ''
+  end
+  return ''
+end
