@@ -129,7 +129,8 @@ type Stats struct {
 }
 
 // Stats reads the pool's state in one round trip. Members held by a session
-// whose lease is gone count as free. Like every method, it fails with
+// whose lease is gone count as free, unless that session's LockDelay keeps
+// them (then they are listed as held, with no owner). Like every method, it fails with
 // session.ErrClosed (or the cause of the lease loss) once the session ended.
 func (p *Pool) Stats(ctx context.Context) (Stats, error) {
 	if err := p.check(); err != nil {

@@ -86,6 +86,7 @@ type beatResult struct {
 	waits []*waitEntry // the waits whose keys it kept alive
 	wkeys [][2]int     // per wait: how many keys, of which the first how many a hold will have
 	gone  []string     // hold ids Redis no longer records (when it checked, see verify.lua)
+	vErr  error        // the check failed (the renewal stands; the next heartbeat checks again)
 	err   error
 }
 
@@ -210,7 +211,7 @@ func (l *loop) beat() {
 		if r.err == nil && r.beat.State == scripts.Renewed && (check || (prev != "" && id != "" && id != prev)) {
 			// The holds registered by now: a grant is registered once its
 			// reply is in, and replies come in order on a connection.
-			r.gone, r.err = s.env.Verify(ctx, s.id, held(s.holds.snapshot()))
+			r.gone, r.vErr = s.env.Verify(ctx, s.id, held(s.holds.snapshot()))
 		}
 		l.beatDone <- r
 	})
@@ -396,9 +397,14 @@ func (l *loop) noticeServer(r beatResult) {
 		if l.replID != "" && id != l.replID {
 			l.verifyUntil = r.recv.Add(s.opt.TTL)
 			l.log.Warn("Redis replication id changed (failover or restart): checking that Redis still records every hold",
-				"session", s.id, "checked", r.gone != nil)
+				"session", s.id)
 		}
 		l.replID = id
+	}
+	if r.vErr != nil {
+		l.verifyUntil = r.recv.Add(s.opt.TTL) // check again at the next heartbeat
+		l.log.Warn("checking the holds after a change of the Redis replication id failed; the next heartbeat checks again",
+			"session", s.id, "err", r.vErr)
 	}
 	for _, id := range r.gone {
 		s.holds.end(id, func(h *Hold) error {

@@ -163,7 +163,7 @@ type PoolHolder struct {
 
 // PoolStats describes a pool.
 type PoolStats struct {
-	Free    []string // members free now (least recently released first); includes members of dead sessions
+	Free    []string // members free now (least recently released first); includes members of dead sessions with no lock delay running
 	Held    []PoolHolder
 	Waiters int
 }
