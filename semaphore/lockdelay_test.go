@@ -19,7 +19,6 @@ import (
 // fallback for an unknown wait.
 const grantSlack = 400 * time.Millisecond
 
-
 // pttl returns the remaining TTL of key k (negative: none, or no key).
 func pttl(t *testing.T, ctx context.Context, probe rueidis.Client, k string) time.Duration {
 	t.Helper()
