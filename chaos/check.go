@@ -13,12 +13,19 @@ import (
 
 // CheckParams are what the checker needs to know about a scenario.
 type CheckParams struct {
-	TTL      time.Duration
-	Grace    time.Duration // restart grace
-	SemLimit int64
-	Kinds    []string
-	Liveness time.Duration // bound from a heal to a grant of every kind
-	End      int64         // Mono time the workload was told to stop
+	TTL time.Duration // the longest of the holders' TTLs
+	// ProcTTL is each holder process's TTL, by process index, when they
+	// differ; nil: TTL for all.
+	ProcTTL []time.Duration
+	Grace   time.Duration // restart grace
+	// LockDelay is the holders' lock delay: a resource whose holder's
+	// session was lost is granted to no one for LockDelay after the lease
+	// was gone. 0 skips the check.
+	LockDelay time.Duration
+	SemLimit  int64
+	Kinds     []string
+	Liveness  time.Duration // bound from a heal to a grant of every kind
+	End       int64         // Mono time the workload was told to stop
 	// ObsSlack is the scheduling allowance for a holder to observe its
 	// context's cancellation (the checks use observation times).
 	ObsSlack time.Duration
@@ -60,16 +67,18 @@ type Summary struct {
 	StaleRejected int         `json:"stale_rejected"`
 	LateAccepted  int         `json:"late_accepted"`
 	PauseOverlaps int         `json:"pause_overlaps"`
-	ReadOverlaps  int         `json:"read_overlaps"` // a read-write mutex's reads granted while another read was held: allowed
-	MaxCancelMs   float64     `json:"max_cancel_ms"` // latest cancel observed, relative to sendTime(last beat)+TTL
-	CancelSeen    bool        `json:"cancel_seen"`   // MaxCancelMs is set: some hold was lost outside a process pause
-	MaxStallMs    float64     `json:"max_stall_ms"`  // longest scheduling stall of a holder process
-	StallExcused  int         `json:"stall_excused"` // late cancels a stall of the process explains
-	RecoveryMs    float64     `json:"recovery_ms"`   // longest heal -> grant of every kind
-	Stuck         bool        `json:"stuck"`         // some kind was not granted within the bound after a heal
-	GapBeforeMs   float64     `json:"gap_before_ms"` // mutex hand-off gap p50 before the first fault (handoff)
-	GapAfterMs    float64     `json:"gap_after_ms"`  // ... after the last heal
-	GapBeforeN    int         `json:"gap_before_n"`  // samples of each
+	ReadOverlaps  int         `json:"read_overlaps"`  // a read-write mutex's reads granted while another read was held: allowed
+	MaxCancelMs   float64     `json:"max_cancel_ms"`  // latest cancel observed, relative to sendTime(last beat)+TTL
+	CancelSeen    bool        `json:"cancel_seen"`    // MaxCancelMs is set: some hold was lost outside a process pause
+	MaxStallMs    float64     `json:"max_stall_ms"`   // longest scheduling stall of a holder process
+	Overlaps      int         `json:"overlaps"`       // overlaps and permit excesses reported (violations or anomalies)
+	MaxOverlapMs  float64     `json:"max_overlap_ms"` // the longest of their windows
+	StallExcused  int         `json:"stall_excused"`  // late cancels a stall of the process explains
+	RecoveryMs    float64     `json:"recovery_ms"`    // longest heal -> grant of every kind
+	Stuck         bool        `json:"stuck"`          // some kind was not granted within the bound after a heal
+	GapBeforeMs   float64     `json:"gap_before_ms"`  // mutex hand-off gap p50 before the first fault (handoff)
+	GapAfterMs    float64     `json:"gap_after_ms"`   // ... after the last heal
+	GapBeforeN    int         `json:"gap_before_n"`   // samples of each
 	GapAfterN     int         `json:"gap_after_n"`
 	GapFew        bool        `json:"gap_few"` // too few samples to compare the two
 	Violations    []Violation `json:"violations"`
@@ -97,7 +106,6 @@ type checker struct {
 	grants  map[string][]Event // kind -> grants by time
 	stalls  map[int][]interval // proc -> scheduling stalls the canary saw
 	unprot  bool
-	bound   int64 // TTL/100 + 5ms: Session.Deadline() + bound = sendTime + TTL
 	slack   int64
 	resumeS int64
 }
@@ -106,10 +114,11 @@ type checker struct {
 func Check(p CheckParams, origin int64, evs []Event, ops []Op, s *Summary) {
 	c := &checker{p: p, s: s, origin: origin, holds: map[string]*hold{}, byRes: map[string][]*hold{},
 		pauses: map[int][]interval{}, stalls: map[int][]interval{}, grants: map[string][]Event{}, unprot: s.Unprotected,
-		bound: int64(p.TTL/100 + 5*time.Millisecond), slack: int64(p.ObsSlack), resumeS: int64(p.ResumeSlack)}
+		slack: int64(p.ObsSlack), resumeS: int64(p.ResumeSlack)}
 	c.index(evs)
 	c.exclusive()
 	c.permits()
+	c.lockDelays()
 	c.tokens()
 	c.deadlines(evs)
 	c.store(ops)
@@ -270,8 +279,9 @@ func (c *checker) exclusive() {
 					c.s.PauseOverlaps++
 					continue
 				}
-				c.violate("overlap", g.grant.T, "%s granted to p%d (hold %s token %d) while %s",
-					k, g.grant.Proc, g.grant.Hold, g.grant.Token, c.describe(p))
+				w := c.window(g.grant.T, min(p.stop, g.stop))
+				c.violate("overlap", g.grant.T, "%s granted to p%d (hold %s token %d) while %s; overlap %.1fms",
+					k, g.grant.Proc, g.grant.Hold, g.grant.Token, c.describe(p), w)
 			}
 			active = append(active, g)
 		}
@@ -311,11 +321,103 @@ func (c *checker) permits() {
 					for _, p := range active {
 						who = append(who, c.describe(p))
 					}
-					c.violate("permits", g.grant.T, "%s: %d permits in use (limit %d) when p%d was granted %d (token %d); holding: %s",
-						k, used, c.p.SemLimit, g.grant.Proc, g.grant.N, g.grant.Token, strings.Join(who, "; "))
+					w := c.window(g.grant.T, excessEnd(append([]*hold{g}, active...), used, c.p.SemLimit))
+					c.violate("permits", g.grant.T, "%s: %d permits in use (limit %d) when p%d was granted %d (token %d) for %.1fms; holding: %s",
+						k, used, c.p.SemLimit, g.grant.Proc, g.grant.N, g.grant.Token, w, strings.Join(who, "; "))
 				}
 			}
 			active = append(active, g)
+		}
+	}
+}
+
+// window records an overlap (or a permit excess) that lasted from from to
+// to (Mono; math.MaxInt64: until the end of the run) and returns its length
+// in ms: the measured scenarios report the longest (Summary.MaxOverlapMs).
+func (c *checker) window(from, to int64) float64 {
+	to = min(to, c.p.End)
+	w := max(ms(to-from), 0)
+	c.s.Overlaps++
+	c.s.MaxOverlapMs = max(c.s.MaxOverlapMs, w)
+	return w
+}
+
+// excessEnd returns when the semaphore holds hs, using used permits in all,
+// stop using more than limit: holds end in the order of their stops.
+func excessEnd(hs []*hold, used, limit int64) int64 {
+	byStop := slices.SortedFunc(slices.Values(hs), func(a, b *hold) int { return cmp.Compare(a.stop, b.stop) })
+	for _, h := range byStop {
+		used -= h.grant.N
+		if used <= limit {
+			return h.stop
+		}
+	}
+	return math.MaxInt64
+}
+
+// lockDelays: a resource whose holder's session was lost is granted to no
+// one else for LockDelay once the lease is gone (mutex, election, pool
+// member, read-write mutex: a lost reader keeps writers out; semaphore: the
+// lost holder's permits stay in use). The lease is gone no earlier than
+// the local deadline of the holder's session (Session.Deadline() when the
+// loss was observed: the server expires the lease a little later, at send
+// time of the last confirmed heartbeat + TTL, and a lease deleted by a
+// Close of the lost session is deleted after that deadline): a grant
+// observed before that deadline + LockDelay - ObsSlack breaks it. It applies
+// to holds observed lost at or after their deadline (lost with their
+// session's lease; a hold taken away alone from a live session ends before
+// its session's deadline and starts no lock delay), also to a holder whose
+// process was stopped: the lock delay is what protects it. A grant that the
+// overlap or permits checks already report is not reported again.
+func (c *checker) lockDelays() {
+	if c.p.LockDelay <= 0 {
+		return
+	}
+	ld := int64(c.p.LockDelay)
+	delayed := func(p *hold, t int64) bool { // p's lock delay keeps t out
+		return p.end != nil && p.end.How == "lost" && p.end.T >= p.end.Deadline && t < p.end.Deadline+ld-c.slack
+	}
+	for _, k := range c.keys() {
+		hs := c.byRes[k]
+		sem := strings.HasPrefix(k, Semaphore+"/")
+		for i, g := range hs {
+			t := g.grant.T
+			if sem {
+				inUse, excused, withLD := g.grant.N, int64(0), g.grant.N
+				var who []string
+				for _, p := range hs[:i] {
+					open := p.stop >= t
+					paused := open && c.pausedExcuse(p.grant.Proc, t, p.stop)
+					if open {
+						inUse += p.grant.N
+						if paused {
+							excused += p.grant.N
+						}
+					}
+					if (open && !paused) || delayed(p, t) {
+						withLD += p.grant.N
+						if delayed(p, t) {
+							who = append(who, c.describe(p))
+						}
+					}
+				}
+				if inUse-excused > c.p.SemLimit || withLD <= c.p.SemLimit {
+					continue // fine, or reported by permits
+				}
+				c.violate("lockdelay", t, "%s: p%d granted %d (token %d) with %d permits in use or in a lost holder's lock delay (limit %d, LockDelay %v): %s",
+					k, g.grant.Proc, g.grant.N, g.grant.Token, withLD, c.p.SemLimit, c.p.LockDelay, strings.Join(who, "; "))
+				continue
+			}
+			for _, p := range hs[:i] {
+				if p.grant.Detail == readDetail && g.grant.Detail == readDetail {
+					continue
+				}
+				if !delayed(p, t) || (p.stop >= t && !c.pauseOverlap(p, g, t)) {
+					continue // fine, or reported by exclusive
+				}
+				c.violate("lockdelay", t, "%s granted to p%d (hold %s token %d) %.0fms after the deadline of lost %s (LockDelay %v)",
+					k, g.grant.Proc, g.grant.Hold, g.grant.Token, ms(t-p.end.Deadline), c.describe(p), c.p.LockDelay)
+			}
 		}
 	}
 }
@@ -351,6 +453,18 @@ func (c *checker) tokens() {
 	}
 }
 
+// ttl returns the TTL of process proc's sessions.
+func (c *checker) ttl(proc int) time.Duration {
+	if proc >= 0 && proc < len(c.p.ProcTTL) && c.p.ProcTTL[proc] > 0 {
+		return c.p.ProcTTL[proc]
+	}
+	return c.p.TTL
+}
+
+// boundOf is TTL/100 + 5ms for process proc: Session.Deadline() + boundOf =
+// sendTime(last confirmed heartbeat) + TTL.
+func (c *checker) boundOf(proc int) int64 { return int64(c.ttl(proc)/100 + 5*time.Millisecond) }
+
 // stall returns how much of [from, to] process proc spent stalled (not
 // scheduled), per its canary.
 func (c *checker) stall(proc int, from, to int64) int64 {
@@ -368,14 +482,14 @@ func (c *checker) stall(proc int, from, to int64) int64 {
 // beyond the observation slack, once a pause (SIGSTOP) or a scheduling stall
 // of the process is accounted for.
 func (c *checker) late(proc int, dl, t int64) bool {
-	late := t - (dl + c.bound)
+	late := t - (dl + c.boundOf(proc))
 	if late <= c.slack || c.pausedExcuse(proc, dl, t) {
 		return false
 	}
 	// The deadline timer is armed when a heartbeat is confirmed, about a TTL
 	// before it fires: a process not scheduled for part of that time cannot
 	// fire it on time, whatever the library does.
-	if late-c.stall(proc, dl-int64(c.p.TTL), t) <= c.slack {
+	if late-c.stall(proc, dl-int64(c.ttl(proc)), t) <= c.slack {
 		c.s.StallExcused++
 		return false
 	}
@@ -389,7 +503,7 @@ func (c *checker) deadlines(evs []Event) {
 	for _, e := range evs {
 		switch {
 		case e.Type == EvEnd && e.How == "lost":
-			late := e.T - (e.Deadline + c.bound)
+			late := e.T - (e.Deadline + c.boundOf(e.Proc))
 			if !c.pausedExcuse(e.Proc, e.Deadline, e.T) {
 				c.s.MaxCancelMs = max(c.s.MaxCancelMs, ms(late))
 				c.s.CancelSeen = true
@@ -399,12 +513,12 @@ func (c *checker) deadlines(evs []Event) {
 					e.Proc, e.Kind, e.Res, e.Hold, ms(late), e.Cause)
 			}
 		case e.Type == EvEnd && e.How == "release":
-			if late := e.T - (e.Deadline + c.bound); c.late(e.Proc, e.Deadline, e.T) {
+			if late := e.T - (e.Deadline + c.boundOf(e.Proc)); c.late(e.Proc, e.Deadline, e.T) {
 				c.violate("deadline", e.T, "p%d %s %s hold %s: still held %.1fms after sendTime(last confirmed heartbeat)+TTL",
 					e.Proc, e.Kind, e.Res, e.Hold, ms(late))
 			}
 		case e.Type == EvLate:
-			if late := e.T - (e.Deadline + c.bound); c.late(e.Proc, e.Deadline, e.T) {
+			if late := e.T - (e.Deadline + c.boundOf(e.Proc)); c.late(e.Proc, e.Deadline, e.T) {
 				c.violate("deadline", e.T, "p%d %s hold %s: context not canceled %.1fms after sendTime(last confirmed heartbeat)+TTL",
 					e.Proc, e.Kind, e.Hold, ms(late))
 			}
@@ -596,11 +710,22 @@ func (c *checker) liveness() {
 	}
 }
 
-// reclaims: across a restart without persistence, holds whose session was
-// still inside its deadline when Redis came back are reclaimed, not lost.
+// Fault kinds after which Redis has lost the namespace's data (dataLoss).
+const (
+	FaultRestartEmpty = "restart-empty" // restarted without persistence
+	FaultFlush        = "flush"         // FLUSHALL or FLUSHDB
+)
+
+// dataLoss reports whether a fault of kind leaves Redis without the
+// namespace's data: holders inside their deadline must then reclaim.
+func dataLoss(kind string) bool { return kind == FaultRestartEmpty || kind == FaultFlush }
+
+// reclaims: across a restart without persistence (or a flush), holds whose
+// session was still inside its deadline when Redis came back are
+// reclaimed, not lost.
 func (c *checker) reclaims() {
 	for _, f := range c.faults {
-		if f.Kind != "restart-empty" {
+		if !dataLoss(f.Kind) {
 			continue
 		}
 		ready := int64(-1)
@@ -622,7 +747,7 @@ func (c *checker) reclaims() {
 			switch {
 			case h.end != nil && h.end.How == "lost" && h.end.T <= window:
 				c.s.LostAcross++
-				if h.end.Deadline > ready+int64(c.p.TTL/2) {
+				if h.end.Deadline > ready+int64(c.ttl(h.grant.Proc)/2) {
 					c.violate("reclaim", h.end.T, "%s %s: lost across the restart although its session's deadline was %.0fms after Redis came back (cause: %s)",
 						c.describe(h), h.grant.Kind, ms(h.end.Deadline-ready), h.end.Cause)
 				}

@@ -104,3 +104,86 @@ func TestCheckerStoreFinal(t *testing.T) {
 		}
 	}
 }
+
+// The lock-delay check on hand-made histories (LockDelay 500ms): a lost
+// holder's resource, or its semaphore permits, must not be granted to
+// anyone within LockDelay of its deadline (1000ms here), also when its
+// process was stopped meanwhile; a released one may be.
+func TestCheckerLockDelay(t *testing.T) {
+	ms := int64(time.Millisecond)
+	grant := func(proc int, kind, res, hold string, tok, n, at int64) Event {
+		return Event{Type: EvGrant, Proc: proc, Kind: kind, Res: res, Hold: hold, Token: tok, T: at * ms, Call: (at - 10) * ms, N: n, Deadline: (at + 900) * ms}
+	}
+	end := func(proc int, kind, res, hold, how string, at, dl int64) Event {
+		return Event{Type: EvEnd, Proc: proc, Kind: kind, Res: res, Hold: hold, How: how, T: at * ms, Deadline: dl * ms}
+	}
+	sem := func(proc int, hold string, tok, n, at int64) Event {
+		return grant(proc, Semaphore, "sem", hold, tok, n, at)
+	}
+	semEnd := func(proc int, hold, how string, at, dl int64) Event {
+		return end(proc, Semaphore, "sem", hold, how, at, dl)
+	}
+	for _, tc := range []struct {
+		name string
+		evs  []Event
+		want string
+	}{
+		{"mutex after the delay", []Event{grant(0, Mutex, "m", "a.1", 10, 1, 100), end(0, Mutex, "m", "a.1", "lost", 1001, 1000),
+			grant(1, Mutex, "m", "b.1", 11, 1, 1600), end(1, Mutex, "m", "b.1", "release", 1700, 2500)}, ""},
+		{"mutex inside the delay", []Event{grant(0, Mutex, "m", "a.1", 10, 1, 100), end(0, Mutex, "m", "a.1", "lost", 1001, 1000),
+			grant(1, Mutex, "m", "b.1", 11, 1, 1200), end(1, Mutex, "m", "b.1", "release", 1300, 2100)}, "lockdelay"},
+		{"mutex after a release", []Event{grant(0, Mutex, "m", "a.1", 10, 1, 100), end(0, Mutex, "m", "a.1", "release", 500, 1000),
+			grant(1, Mutex, "m", "b.1", 11, 1, 510), end(1, Mutex, "m", "b.1", "release", 600, 1400)}, ""},
+		{"pool member of a stopped holder", []Event{grant(0, Pool, "k0", "a.1", 10, 1, 100), {Type: EvPause, Proc: 0, T: 150 * ms},
+			grant(1, Pool, "k0", "b.1", 11, 1, 1200), {Type: EvResume, Proc: 0, T: 1300 * ms}, end(0, Pool, "k0", "a.1", "lost", 1310, 1000),
+			end(1, Pool, "k0", "b.1", "release", 1400, 2100)}, "lockdelay"},
+		{"another pool member", []Event{grant(0, Pool, "k0", "a.1", 10, 1, 100), end(0, Pool, "k0", "a.1", "lost", 1001, 1000),
+			grant(1, Pool, "k1", "b.1", 11, 1, 1200), end(1, Pool, "k1", "b.1", "release", 1300, 2100)}, ""},
+		{"a lost reader lets readers in", []Event{grant(0, RWMutex, "rw", "a.1", 10, 1, 100), end(0, RWMutex, "rw", "a.1", "lost", 1001, 1000),
+			grant(1, RWMutex, "rw", "b.1", 11, 1, 1200), end(1, RWMutex, "rw", "b.1", "release", 1300, 2100)}, ""},
+		{"semaphore permits of a lost holder", []Event{sem(0, "a.1", 10, 2, 100), semEnd(0, "a.1", "lost", 1001, 1000),
+			sem(1, "b.1", 11, 2, 1200), semEnd(1, "b.1", "release", 1300, 2100)}, "lockdelay"},
+		{"semaphore permits left over", []Event{sem(0, "a.1", 10, 1, 100), semEnd(0, "a.1", "lost", 1001, 1000),
+			sem(1, "b.1", 11, 2, 1200), semEnd(1, "b.1", "release", 1300, 2100)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := range tc.evs {
+				if tc.evs[i].Kind == RWMutex && tc.evs[i].Type == EvGrant {
+					tc.evs[i].Detail = readDetail
+				}
+			}
+			s := &Summary{}
+			Check(CheckParams{TTL: time.Second, SemLimit: 3, LockDelay: 500 * time.Millisecond, Liveness: time.Second, End: 10_000 * ms,
+				ObsSlack: 10 * time.Millisecond, ResumeSlack: 250 * time.Millisecond}, 0, tc.evs, nil, s)
+			got := ""
+			if len(s.Violations) > 0 {
+				got = s.Violations[0].What
+			}
+			if got != tc.want {
+				t.Fatalf("violation %q, want %q (%+v)", got, tc.want, s.Violations)
+			}
+		})
+	}
+}
+
+// The longest overlap (or permit excess) window: from the later grant to
+// the first end of the two.
+func TestCheckerOverlapWindow(t *testing.T) {
+	ms := int64(time.Millisecond)
+	evs := []Event{
+		{Type: EvGrant, Proc: 0, Kind: Mutex, Res: "m", Hold: "a.1", Token: 10, T: 100 * ms, Call: 90 * ms, N: 1, Deadline: 1000 * ms},
+		{Type: EvGrant, Proc: 1, Kind: Mutex, Res: "m", Hold: "b.1", Token: 11, T: 150 * ms, Call: 140 * ms, N: 1, Deadline: 1050 * ms},
+		{Type: EvEnd, Proc: 0, Kind: Mutex, Res: "m", Hold: "a.1", How: "release", T: 190 * ms, Deadline: 1000 * ms},
+		{Type: EvEnd, Proc: 1, Kind: Mutex, Res: "m", Hold: "b.1", How: "release", T: 300 * ms, Deadline: 1050 * ms},
+		{Type: EvGrant, Proc: 0, Kind: Semaphore, Res: "sem", Hold: "a.2", Token: 20, T: 400 * ms, Call: 390 * ms, N: 2, Deadline: 1300 * ms},
+		{Type: EvGrant, Proc: 1, Kind: Semaphore, Res: "sem", Hold: "b.2", Token: 21, T: 410 * ms, Call: 400 * ms, N: 2, Deadline: 1310 * ms},
+		{Type: EvEnd, Proc: 1, Kind: Semaphore, Res: "sem", Hold: "b.2", How: "release", T: 480 * ms, Deadline: 1310 * ms},
+		{Type: EvEnd, Proc: 0, Kind: Semaphore, Res: "sem", Hold: "a.2", How: "release", T: 500 * ms, Deadline: 1300 * ms},
+	}
+	s := &Summary{Unprotected: true}
+	Check(CheckParams{TTL: time.Second, SemLimit: 3, Liveness: time.Second, End: 10_000 * ms,
+		ObsSlack: 10 * time.Millisecond, ResumeSlack: 250 * time.Millisecond}, 0, evs, nil, s)
+	if s.Overlaps != 2 || s.MaxOverlapMs != 70 || len(s.Anomalies) != 2 {
+		t.Fatalf("%d overlaps, longest %.1fms, %d anomalies; want 2, 70ms (the permits' 410-480ms), 2", s.Overlaps, s.MaxOverlapMs, len(s.Anomalies))
+	}
+}

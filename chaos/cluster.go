@@ -98,7 +98,7 @@ func (e *Env) awaitHandoffs(what string) {
 	n := 0
 	for time.Since(t0) < gapWindowCap {
 		evs := e.Hist.Events()
-		w := gapWindows(evs, e.Scenario.TTL)
+		w := gapWindows(evs, e.Scenario.grace())
 		from := w.after
 		if w.firstFault == 0 {
 			from = w.warm
@@ -129,6 +129,31 @@ func ClusterKillMaster(cs clusterSchedule) func(*Env) {
 	}
 }
 
+// ClusterStopMaster stops the namespace's master with SIGSTOP for longer
+// than the cluster node timeout: its replica is promoted (WaitFailover),
+// and [extra0, extra1) later the old master is continued with SIGCONT, with
+// whatever its clients sent meanwhile still unread in its sockets. It
+// learns from the cluster bus that it lost its slots and rejoins as a
+// replica of the new master (a full resync drops its data); the fault heals
+// once the cluster is healthy.
+func ClusterStopMaster(extra0, extra1 time.Duration, cs clusterSchedule) func(*Env) {
+	return func(e *Env) {
+		cs.run(e, func(e *Env) {
+			m := e.nsMaster()
+			e.Fault("stop-master", "SIGSTOP of %s, master of slot %d, past the node timeout", m.Addr(), e.nsSlot())
+			t0 := time.Now()
+			m.Stop()
+			to := e.Cluster.WaitFailover(e.T, m)
+			e.T.Logf("%s fault stop-master: %s serves slot %d after %v", e.since(), to.Addr(), e.nsSlot(), time.Since(t0).Round(time.Millisecond))
+			time.Sleep(e.Between(extra0, extra1))
+			m.Cont()
+			e.T.Logf("%s fault stop-master: %s continued after %v", e.since(), m.Addr(), time.Since(t0).Round(time.Millisecond))
+			e.Cluster.WaitHealthy(e.T)
+			e.Heal("%s took over; %s, continued, rejoined as its replica; cluster healthy", to.Addr(), m.Addr())
+		})
+	}
+}
+
 // ClusterRestartEmpty kills the namespace's master and restarts it at once:
 // back inside the node timeout, it keeps its slots, without data (and
 // answers CLUSTERDOWN for its first ~2 s). Recorded as "restart-empty", so
@@ -137,7 +162,7 @@ func ClusterRestartEmpty(cs clusterSchedule) func(*Env) {
 	return func(e *Env) {
 		cs.run(e, func(e *Env) {
 			m := e.nsMaster()
-			e.Fault("restart-empty", "SIGKILL of %s, master of slot %d, restarted at once (empty, no failover)", m.Addr(), e.nsSlot())
+			e.Fault(FaultRestartEmpty, "SIGKILL of %s, master of slot %d, restarted at once (empty, no failover)", m.Addr(), e.nsSlot())
 			e.Cluster.RestartEmpty(e.T, m)
 			e.Heal("%s back with its slots; cluster healthy", m.Addr())
 		})
@@ -225,7 +250,7 @@ const (
 	gapMinSamples = 10                   // per window, to compare medians
 	gapFloor      = 2 * time.Millisecond // an "after" median below this never fails
 	gapFactor     = 2                    // fail when after > gapFactor * before
-	gapGraceSlack = 2 * time.Second      // the restart grace ends up to ~2 s after restart + TTL (CLUSTERDOWN, uptime in whole seconds)
+	gapGraceSlack = 2 * time.Second      // the restart grace ends up to ~2 s after restart + grace (CLUSTERDOWN, uptime in whole seconds)
 )
 
 // handoffGaps returns the hand-off gaps (ns) of the releases in [from, to)
@@ -264,12 +289,12 @@ func median(xs []int64) float64 {
 
 // gapWin are the bounds of the hand-off gap windows of a history: before =
 // [warm, firstFault), after = [after, end of the run). after is the last
-// heal or, when the last fault was a restart of an empty master, the end of
-// its restart grace, during which no grant happens by design. firstFault is
-// 0 while there is none.
+// heal or, when the last fault lost the data (a restart of an empty master,
+// a flush), the end of its restart grace, during which no grant happens by
+// design. firstFault is 0 while there is none.
 type gapWin struct{ warm, firstFault, after int64 }
 
-func gapWindows(evs []Event, ttl time.Duration) gapWin {
+func gapWindows(evs []Event, grace time.Duration) gapWin {
 	var w gapWin
 	var lastFault int64
 	lastKind := ""
@@ -286,8 +311,8 @@ func gapWindows(evs []Event, ttl time.Duration) gapWin {
 			w.after = e.T
 		}
 	}
-	if lastKind == "restart-empty" {
-		w.after = max(w.after, lastFault+int64(ttl+gapGraceSlack))
+	if dataLoss(lastKind) {
+		w.after = max(w.after, lastFault+int64(grace+gapGraceSlack))
 	}
 	return w
 }
@@ -298,7 +323,7 @@ func gapWindows(evs []Event, ttl time.Duration) gapWin {
 // before and above gapFloor, and says so when a window has too few samples
 // to compare.
 func handoff(t testing.TB, sc *Scenario, evs []Event, end int64, s *Summary) {
-	w := gapWindows(evs, sc.TTL)
+	w := gapWindows(evs, sc.grace())
 	if w.firstFault == 0 {
 		w.firstFault, w.after = end, end
 	}

@@ -14,9 +14,10 @@ import (
 // enough hand-offs to measure the gap (clusterSchedule). Duration counts
 // from the end of the warm-up: the baseline (~3-10 s) and the faults.
 //
-// TTLs: 5 s where the namespace's master is killed (a master restarted
-// empty answers CLUSTERDOWN for ~2 s, a failover takes the 2 s node timeout
-// + ~2 s: the sessions must be able to outlast that); 2-3 s elsewhere.
+// TTLs: 5 s where the namespace's master is killed or stopped (a master
+// restarted empty answers CLUSTERDOWN for ~2 s, a failover takes the 2 s
+// node timeout + ~2 s: the sessions must be able to outlast that); 2-3 s
+// elsewhere.
 var clusterScenarios = []Scenario{
 	{
 		Name: "cluster-kill-ack", About: "kill -9 the namespace's master; its replica takes over, it rejoins as replica; ReplicaAck 1",
@@ -28,9 +29,22 @@ var clusterScenarios = []Scenario{
 		Backend: Clustered, TTL: 5 * time.Second, Duration: 22 * time.Second, Unprotected: true,
 		Nemesis: ClusterKillMaster(clusterSchedule{Quiet0: 1500 * time.Millisecond, Quiet1: 2500 * time.Millisecond, MinFaults: 2}),
 	},
+	// SIGSTOP, unlike a kill, leaves the old master's clients' requests in
+	// its sockets: continued after its replica was promoted, it may still
+	// answer some of them as a master before the cluster bus demotes it.
+	{
+		Name: "cluster-stop-past-node-timeout-ack", About: "SIGSTOP the namespace's master past the node timeout; its replica takes over, SIGCONT: it rejoins as replica; ReplicaAck 1",
+		Backend: Clustered, TTL: 5 * time.Second, ReplicaAck: 1, Duration: 14 * time.Second,
+		Nemesis: ClusterStopMaster(0, time.Second, clusterSchedule{Quiet0: 1500 * time.Millisecond, Quiet1: 2500 * time.Millisecond, MinFaults: 2}),
+	},
+	{
+		Name: "cluster-stop-past-node-timeout-noack", About: "SIGSTOP the namespace's master past the node timeout without ReplicaAck (measured)",
+		Backend: Clustered, TTL: 5 * time.Second, Duration: 14 * time.Second, Unprotected: true,
+		Nemesis: ClusterStopMaster(0, time.Second, clusterSchedule{Quiet0: 1500 * time.Millisecond, Quiet1: 2500 * time.Millisecond, MinFaults: 2}),
+	},
 	{
 		Name: "cluster-restart-empty", About: "kill -9 the namespace's master and restart it at once, empty, inside the node timeout",
-		Backend: Clustered, TTL: 5 * time.Second, Duration: 20 * time.Second,
+		Backend: Clustered, TTL: 5 * time.Second, RestartGrace: 5 * time.Second, Duration: 20 * time.Second,
 		Nemesis: ClusterRestartEmpty(clusterSchedule{Quiet0: 4 * time.Second, Quiet1: 5 * time.Second, MinFaults: 2}),
 	},
 	{

@@ -14,12 +14,18 @@
 //     canceled or its Release called (both on CLOCK_MONOTONIC, which is
 //     comparable across processes of one machine);
 //   - semaphore permits in use never exceed the limit;
+//   - with a LockDelay, a holder's resource (or its semaphore permits) is
+//     granted to no one within LockDelay of its deadline when its session
+//     was lost, also when its process was stopped;
 //   - fencing tokens strictly increase per resource;
 //   - every hold's context is canceled no later than the send time of its
 //     session's last confirmed heartbeat + TTL (Session.Deadline, sampled);
 //   - a fenced store that rejects stale tokens loses no update, and no write it
 //     accepted came from a holder that had been superseded there;
 //   - after the last fault heals, every primitive grants again within a bound;
+//   - overlaps (and permit excesses) are reported with their window, from
+//     the later grant to the first end observed; the measured (unsupported)
+//     scenarios report the longest;
 //   - on Redis Cluster, the median mutex hand-off gap (release to a waiter's
 //     grant) after the last heal is at most twice the one before the first
 //     fault (or under 2 ms).

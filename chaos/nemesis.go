@@ -17,7 +17,7 @@ func KillRestart(down0, down1, quiet time.Duration) func(*Env) {
 	return func(e *Env) {
 		kind := "kill-restart"
 		if e.Scenario.Backend == Plain {
-			kind = "restart-empty"
+			kind = FaultRestartEmpty
 		}
 		for e.Sleep(quiet) {
 			down := e.Between(down0, down1)
@@ -28,6 +28,38 @@ func KillRestart(down0, down1, quiet time.Duration) func(*Env) {
 			e.Heal("redis restarted")
 		}
 	}
+}
+
+// Flush empties Redis with FLUSHALL or FLUSHDB (drawn at random, SYNC or
+// ASYNC) every quiet, the first time no sooner than first after the start
+// of the nemesis: a server that has been up longer than the restart grace
+// loses its data while it keeps running, which its uptime cannot show.
+// Recorded as FaultFlush, so the checker expects holders inside their
+// deadline to reclaim.
+func Flush(first, quiet time.Duration) func(*Env) {
+	return func(e *Env) {
+		wait := max(first, quiet)
+		for e.Sleep(wait) {
+			wait = quiet
+			cmd := []string{[]string{"FLUSHALL", "FLUSHDB"}[e.Rand.IntN(2)], []string{"SYNC", "ASYNC"}[e.Rand.IntN(2)]}
+			up, _ := e.Redis.Do(e.T, "INFO", "server").ToString()
+			e.Fault(FaultFlush, "%s (%s)", strings.Join(cmd, " "), infoField(up, "uptime_in_seconds")+"s uptime")
+			if err := e.Redis.Do(e.T, cmd...).Error(); err != nil {
+				e.T.Fatalf("chaos: %s: %v", strings.Join(cmd, " "), err)
+			}
+			e.Heal("flushed")
+		}
+	}
+}
+
+// infoField returns field's value in an INFO reply, or "?".
+func infoField(info, field string) string {
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), field+":"); ok {
+			return v
+		}
+	}
+	return "?"
 }
 
 // StopRedis pauses Redis with SIGSTOP for a random time in [d0, d1).
@@ -131,16 +163,14 @@ func PauseHolder(d0, d1, quiet time.Duration) func(*Env) {
 	}
 }
 
-// holding returns a random process among those holding an exclusive
-// resource now, or a random process.
+// holding returns a random process among those holding something now (a
+// resource or semaphore permits), or a random process.
 func (e *Env) holding() *Proc {
 	open := map[string]int{}
 	for _, ev := range e.Hist.Events() {
 		switch ev.Type {
 		case EvGrant:
-			if ev.Kind != Semaphore {
-				open[ev.Hold] = ev.Proc
-			}
+			open[ev.Hold] = ev.Proc
 		case EvEnd:
 			delete(open, ev.Hold)
 		}

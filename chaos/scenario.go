@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/session"
 )
 
 // Backend is the Redis a scenario runs against.
@@ -41,13 +42,21 @@ type Scenario struct {
 	Procs      int           // holder processes, one session each; default 8
 	Kinds      []string      // primitives; default AllKinds (one worker per kind and process)
 	Mutexes    []string      // the mutexes' names; default m0, m1
-	TTL        time.Duration // default 1s
+	TTL        time.Duration // default 1s; with TTLs, the longest of them
 	LockDelay  time.Duration
 	ReplicaAck int
 	Proxies    bool          // put a fault proxy between every holder process and Redis
 	RedisArgs  []string      // extra redis-server arguments (Plain, AOF)
 	Duration   time.Duration // how long the nemesis runs; default 20s
 	Liveness   time.Duration // heal -> grant of every kind; default 2*TTL + 3s
+
+	// TTLs, when set, gives the holder processes different TTLs: process i
+	// gets TTLs[i % len(TTLs)].
+	TTLs []time.Duration
+	// RestartGrace is every session's Options.RestartGrace; 0 leaves the
+	// library's default, max(longest TTL, session.DefaultRestartGrace),
+	// which the checker then takes.
+	RestartGrace time.Duration
 	// Unprotected marks a measurement of a configuration leasehold does not
 	// make guarantees for (failover without ReplicaAck): broken properties
 	// are reported as anomalies and do not fail the test.
@@ -65,6 +74,19 @@ type Scenario struct {
 	// LEASEHOLD_CHAOS_KNOWN=1, so that the rest of the suite stays green
 	// while the failing scenario is kept as it is.
 	Known string
+}
+
+// grace is the restart grace the scenario's sessions use: RestartGrace,
+// or the library's default when it is 0.
+func (sc *Scenario) grace() time.Duration {
+	if sc.RestartGrace > 0 {
+		return sc.RestartGrace
+	}
+	g := max(sc.TTL, session.DefaultRestartGrace)
+	for _, t := range sc.TTLs {
+		g = max(g, t)
+	}
+	return g
 }
 
 // Env is what a nemesis works with.
@@ -175,9 +197,9 @@ func (r *Results) Table() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-24s %5s %6s %7s %6s %6s %5s %7s %5s %5s %4s %9s %6s %8s %11s %4s %4s\n",
+	fmt.Fprintf(&b, "%-36s %5s %6s %7s %6s %6s %5s %7s %5s %5s %4s %9s %6s %8s %11s %8s %4s %4s\n",
 		"scenario", "secs", "grants", "storeop", "faults", "losses", "lease", "reclaim", "stale", "pause", "late",
-		"cancel", "stall", "recovery", "gap b/a ms", "viol", "anom")
+		"cancel", "stall", "recovery", "gap b/a ms", "overlap", "viol", "anom")
 	for _, s := range r.all {
 		cancel := "-"
 		if s.CancelSeen {
@@ -187,17 +209,22 @@ func (r *Results) Table() string {
 		if s.Stuck {
 			recovery = "stuck"
 		}
-		fmt.Fprintf(&b, "%-24s %5.1f %6d %7d %6d %6d %5d %7s %5d %5d %4d %9s %4.0fms %8s %11s %4d %4d\n",
+		overlap := "-"
+		if s.Overlaps > 0 {
+			overlap = fmt.Sprintf("%.0fms", s.MaxOverlapMs)
+		}
+		fmt.Fprintf(&b, "%-36s %5.1f %6d %7d %6d %6d %5d %7s %5d %5d %4d %9s %4.0fms %8s %11s %8s %4d %4d\n",
 			s.Scenario, s.Seconds, s.Grants, s.StoreOps, s.Faults, s.Losses, s.SessionsLost,
 			fmt.Sprintf("%d/%d", s.Reclaimed, s.ReclaimLost), s.StaleRejected, s.PauseOverlaps, s.LateAccepted,
-			cancel, s.MaxStallMs, recovery, gapColumn(s), len(s.Violations), len(s.Anomalies))
+			cancel, s.MaxStallMs, recovery, gapColumn(s), overlap, len(s.Violations), len(s.Anomalies))
 	}
 	b.WriteString("columns: losses = holds lost; lease = sessions lost; reclaim = holds reclaimed/not reclaimed after Redis lost its data;\n" +
 		"stale = store ops refused for a stale token; pause = overlaps with a SIGSTOPped holder (fencing covers them);\n" +
 		"late = store ops accepted after a newer grant; cancel = latest observed hold cancel relative to sendTime(last beat)+TTL\n" +
 		"(negative: before; \"-\": no hold lost outside a process pause; lateness a scheduling stall explains is excused); stall = longest scheduling stall of a holder process;\n" +
 		"recovery = longest heal -> grant of every primitive; gap b/a = mutex hand-off gap p50 before the first fault / after the last heal\n" +
-		"(n=<samples> when too few to compare; checked on a cluster); anom = broken properties in unprotected (measured) scenarios\n")
+		"(n=<samples> when too few to compare; checked on a cluster); overlap = longest overlap or permit excess (grant observed to\n" +
+		"the first end observed), \"-\" when none; anom = broken properties in unprotected (measured) scenarios\n")
 	return b.String()
 }
 
@@ -213,6 +240,9 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	}
 	if len(sc.Mutexes) == 0 {
 		sc.Mutexes = []string{"m0", "m1"}
+	}
+	for _, d := range sc.TTLs {
+		sc.TTL = max(sc.TTL, d)
 	}
 	if sc.TTL == 0 {
 		sc.TTL = time.Second
@@ -253,14 +283,20 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	env.Namespace = ns
 
 	dir := t.TempDir()
+	var procTTL []time.Duration
 	for i := range sc.Procs {
+		ttl := sc.TTL
+		if len(sc.TTLs) > 0 {
+			ttl = sc.TTLs[i%len(sc.TTLs)]
+		}
+		procTTL = append(procTTL, ttl)
 		cfg := WorkerConfig{
 			Proc: i, Seed: uint64(seed) + uint64(i)*7919, Addrs: env.Addrs, Namespace: ns,
-			TTL: sc.TTL, LockDelay: sc.LockDelay, ReplicaAck: sc.ReplicaAck, Store: storeSrv.Addr(),
+			TTL: ttl, LockDelay: sc.LockDelay, RestartGrace: sc.RestartGrace, ReplicaAck: sc.ReplicaAck, Store: storeSrv.Addr(),
 			Kinds: sc.Kinds, Mutexes: sc.Mutexes, SemLimit: 3, SemMaxN: 2,
 			PoolKeys: []string{"k0", "k1", "k2", "k3"},
 			HoldMin:  30 * time.Millisecond, HoldMax: 250 * time.Millisecond,
-			LongP: 0.15, LongMin: sc.TTL, LongMax: 5 * sc.TTL / 2,
+			LongP: 0.15, LongMin: ttl, LongMax: 5 * ttl / 2,
 			WaitMin: time.Second, WaitMax: 3 * time.Second, OpEvery: 25 * time.Millisecond,
 		}
 		if sc.Backend == Sentineled {
@@ -332,7 +368,8 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	evs := hist.Events()
 	ops := opsOf(evs)
 	Check(CheckParams{
-		TTL: sc.TTL, Grace: sc.TTL, SemLimit: 3, Kinds: sc.Kinds, Liveness: sc.Liveness, End: end,
+		TTL: sc.TTL, ProcTTL: procTTL, Grace: sc.grace(), LockDelay: sc.LockDelay,
+		SemLimit: 3, Kinds: sc.Kinds, Liveness: sc.Liveness, End: end,
 		StoreFinal: readFinal(t, storeSrv.Addr(), ops),
 		ObsSlack:   10 * time.Millisecond, ResumeSlack: 250 * time.Millisecond,
 	}, origin, evs, ops, s)
@@ -355,10 +392,12 @@ func Run(t *testing.T, sc Scenario) *Summary {
 
 	t.Logf("summary %s: %d grants, %d store ops, %d faults, %d holds lost, %d sessions lost, reclaimed %d (not %d; metrics %.0f/%.0f), "+
 		"held/kept/lost across restarts %d/%d/%d, %d stale ops refused, %d pause overlaps, %d read overlaps, %d late ops accepted, "+
-		"latest cancel %+.1fms vs sendTime+TTL (%d late cancels excused by stalls, longest stall %.0fms), recovery %.0fms, %d violations, %d anomalies",
+		"latest cancel %+.1fms vs sendTime+TTL (%d late cancels excused by stalls, longest stall %.0fms), recovery %.0fms, "+
+		"%d overlaps (longest %.1fms), %d violations, %d anomalies",
 		s.Scenario, s.Grants, s.StoreOps, s.Faults, s.Losses, s.SessionsLost, s.Reclaimed, s.ReclaimLost,
 		s.MetReclaimed, s.MetReclaimLst, s.HeldAcross, s.KeptAcross, s.LostAcross, s.StaleRejected, s.PauseOverlaps,
-		s.ReadOverlaps, s.LateAccepted, s.MaxCancelMs, s.StallExcused, s.MaxStallMs, s.RecoveryMs, len(s.Violations), len(s.Anomalies))
+		s.ReadOverlaps, s.LateAccepted, s.MaxCancelMs, s.StallExcused, s.MaxStallMs, s.RecoveryMs,
+		s.Overlaps, s.MaxOverlapMs, len(s.Violations), len(s.Anomalies))
 	for i, v := range append(s.Violations, s.Anomalies...) {
 		if i == 20 {
 			t.Logf("... %d more", len(s.Violations)+len(s.Anomalies)-20)

@@ -23,9 +23,26 @@ var scenarios = []Scenario{
 	},
 	{
 		Name: "restart-empty", About: "kill -9 Redis without persistence, restart empty at once",
-		Backend: Plain, TTL: 2 * time.Second, Duration: 25 * time.Second,
+		Backend: Plain, TTL: 2 * time.Second, RestartGrace: 2 * time.Second, Duration: 25 * time.Second,
 		Liveness: 2*time.Second + 2*time.Second + 3*time.Second,
 		Nemesis:  KillRestart(0, time.Millisecond, 5*time.Second),
+	},
+	// Issue 27: no configuration the library accepts may grant twice. Half
+	// the holders with TTL 1s, half with 3s, all with RestartGrace 3s (the
+	// namespace's grace must cover the longest TTL).
+	{
+		Name: "mixed-ttl-restart-empty", About: "holders with TTL 1s and 3s, RestartGrace 3s; kill -9 Redis without persistence, restart empty",
+		Backend: Plain, TTLs: []time.Duration{time.Second, 3 * time.Second}, RestartGrace: 3 * time.Second, Duration: 20 * time.Second,
+		Liveness: 3*time.Second + 3*time.Second + 3*time.Second,
+		Nemesis:  KillRestart(0, time.Millisecond, 5*time.Second),
+	},
+	// A server up longer than the grace loses the namespace's data while it
+	// keeps running: its uptime does not show the loss.
+	{
+		Name: "flushall", About: "FLUSHALL / FLUSHDB during the workload, Redis up longer than the grace",
+		Backend: Plain, TTL: 2 * time.Second, RestartGrace: 2 * time.Second, Duration: 20 * time.Second,
+		Liveness: 2*time.Second + 2*time.Second + 3*time.Second,
+		Nemesis:  Flush(5*time.Second, 4*time.Second),
 	},
 	{
 		Name: "redis-stop-short", About: "SIGSTOP Redis for 0.2-0.6 TTL",
@@ -57,6 +74,9 @@ var scenarios = []Scenario{
 		Backend: Plain, Duration: 25 * time.Second,
 		Nemesis: PauseHolder(1500*time.Millisecond, 3*time.Second, 2*time.Second),
 	},
+	// The checker's lockdelay check: no resource of any kind (the lost
+	// holder's semaphore permits too) is granted within LockDelay of a lost
+	// holder's deadline.
 	{
 		Name: "holder-pause-lockdelay", About: "SIGSTOP a holder for 1.5-3 TTL with LockDelay 3s",
 		Backend: Plain, Duration: 20 * time.Second, LockDelay: 3 * time.Second,

@@ -68,6 +68,8 @@ type WorkerConfig struct {
 	WaitMin    time.Duration
 	WaitMax    time.Duration
 	OpEvery    time.Duration
+
+	RestartGrace time.Duration // the sessions' Options.RestartGrace; 0: the default
 }
 
 // Resource names, fixed for every scenario.
@@ -279,13 +281,14 @@ func (m *sessions) get(ctx context.Context) (*session.Session, error) {
 		}
 		dctx, cancel := context.WithTimeout(ctx, 2*m.cfg.TTL)
 		s, err := session.Dial(dctx, m.clientOption(), session.Options{
-			Namespace:  m.cfg.Namespace,
-			TTL:        m.cfg.TTL,
-			LockDelay:  m.cfg.LockDelay,
-			ReplicaAck: m.cfg.ReplicaAck,
-			Owner:      "chaos-p" + strconv.Itoa(m.cfg.Proc),
-			Logger:     m.log,
-			Metrics:    m.reg,
+			Namespace:    m.cfg.Namespace,
+			TTL:          m.cfg.TTL,
+			LockDelay:    m.cfg.LockDelay,
+			RestartGrace: m.cfg.RestartGrace,
+			ReplicaAck:   m.cfg.ReplicaAck,
+			Owner:        "chaos-p" + strconv.Itoa(m.cfg.Proc),
+			Logger:       m.log,
+			Metrics:      m.reg,
 		})
 		cancel()
 		if err == nil {
