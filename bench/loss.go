@@ -44,10 +44,6 @@ func (h *harness) runLoss(ctx context.Context) {
 		return
 	}
 	defer adm.close()
-	if err := adm.waitUptime(ctx, h.cfg.LeaseholdLossTTL); err != nil {
-		h.harnessErr("loss: %v", err)
-		return
-	}
 
 	var rows []*lossRow
 	type lossFn func(ctx context.Context, c contender) (lossRun, error)

@@ -50,11 +50,6 @@ type config struct {
 	ProfileDir       string
 }
 
-// restartGrace is the longest restart grace of the leasehold sessions the
-// bench opens: RestartGrace defaults to the TTL, and the throughput runs use
-// the default TTL (10s).
-const restartGrace = 10 * time.Second
-
 var allScenarios = []string{"uncontended", "contended", "trylock", "heartbeat", "scale", "loss", "memory", "rwmutex", "flight"}
 
 func parseFlags() config {
@@ -148,17 +143,11 @@ func run(ctx context.Context, cfg config) int {
 	}
 	h.logf("redis-server %s on %s; mode %s; %d rounds", h.res.Env.Redis, srv.addr(), modeName(cfg), cfg.Rounds)
 	if slices.Contains(cfg.Scenarios, "loss") {
-		// Started now so that its restart grace has passed when it is used.
 		if h.lossSrv, err = startServer(); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			return 1
 		}
 		defer h.lossSrv.kill()
-	}
-	h.logf("waiting %v for the restart grace of the new Redis to pass", restartGrace)
-	if err := adm.waitUptime(ctx, restartGrace); err != nil {
-		fmt.Fprintln(os.Stderr, "bench: wait for Redis uptime:", err)
-		return 1
 	}
 
 	for _, s := range cfg.Scenarios {

@@ -257,39 +257,3 @@ func (a *admin) version(ctx context.Context) string {
 	}
 	return "?"
 }
-
-// uptime returns the server's uptime_in_seconds.
-func (a *admin) uptime(ctx context.Context) (int64, error) {
-	s, err := a.do(ctx, "INFO", "server").ToString()
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(s) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return 0, errors.New("INFO server has no uptime_in_seconds")
-}
-
-// waitUptime waits until the server has been up for at least d. leasehold
-// refuses grants for its RestartGrace (default: the TTL) after a Redis start
-// that lost the namespace's data, counted from the process start; a bench
-// that starts its own Redis must let that pass before it measures anything.
-func (a *admin) waitUptime(ctx context.Context, d time.Duration) error {
-	for {
-		up, err := a.uptime(ctx)
-		if err != nil {
-			return err
-		}
-		// leasehold counts one second less than uptime_in_seconds.
-		if time.Duration(up-1)*time.Second >= d {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}

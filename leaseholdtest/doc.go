@@ -94,8 +94,9 @@
 //     leasehold's scripts are tested on both.
 //   - Persistence: RestartEmpty is the only restart; there is no AOF or RDB,
 //     so a restart that keeps the data cannot be tested here.
-//   - INFO server (uptime): not reported, so after RestartEmpty the whole
-//     restart grace applies, as on a Redis that just started.
+//   - INFO replication: not reported, so a session on the kit's server
+//     does not check its holds after a change of the replication id (there
+//     is no failover to test here anyway).
 //   - ACLs, memory limits and eviction, CLIENT PAUSE, DEBUG SLEEP.
 //   - Network faults other than a whole-server Pause and RestartEmpty: no
 //     latency, no partition of a single client, no connection resets.

@@ -7,8 +7,9 @@ package scripts
 // Redis Cluster also needs SPUBLISH and SSUBSCRIBE (sharded pub/sub) and the
 // CLUSTER subcommands rueidis reads the topology with; ReplicaAck needs
 // WAIT; Sentinel needs ROLE on the data nodes (rueidis checks the master's
-// role). INFO is optional: epoch_init.lua reads the server's uptime with it,
-// and a user without it gets the whole restart grace after a data loss.
+// role). INFO is optional: the heartbeat reads the server's replication id
+// with it (epoch_lib.lua repl_id), and a user without it gets no check of
+// its holds after a failover without ReplicaAck.
 // The scripts' test keeps this list in step with the *.lua files.
 var ACLCommands = []string{
 	// Sent by the session.
