@@ -21,6 +21,7 @@ func TestRunFailsOver(t *testing.T) {
 	addr := redistest.Addr(t)
 	ns := redistest.Namespace(t)
 	probe := testutil.Client(t, addr)
+	testutil.InitEpoch(t, addr, ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

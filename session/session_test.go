@@ -525,8 +525,8 @@ func TestRestartEmptyReclaims(t *testing.T) {
 	ns := redistest.Namespace(t)
 	ctx := testutil.Ctx(t, 30*time.Second)
 	const ttl = 2 * time.Second
-	a := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: ttl})
-	b := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: ttl})
+	a := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: ttl, RestartGrace: ttl})
+	b := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: ttl, RestartGrace: ttl})
 	h, err := mutex.New(a, "kept").Lock(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -24,20 +24,23 @@ type grace struct {
 // pending reports whether grants are refused now.
 func (g grace) pending() bool { return g.left > 0 }
 
-// String says why grants are refused and for how long, e.g. "Redis lost its
-// data, noticed 3s ago: grants resume in 7s (restart grace 10s)". The grace
-// counts from when a session noticed the loss.
+// String says why grants are refused and for how long, e.g. "grants resume
+// in 7s: the restart grace (10s) started 3s ago, when a session found the
+// namespace's data missing (Redis lost it, or the namespace is new)". The
+// grace counts from then; a brand-new namespace cannot be told from one
+// whose data was lost, so the text names both.
 func (g grace) String() string {
+	const why = "the namespace's data missing (Redis lost it, or the namespace is new)"
 	switch {
 	case g.missing:
 		return "the epoch marker is missing (Redis lost its data, or nothing used the namespace yet): the next session starts the restart grace"
 	case !g.pending():
 		return "no restart grace pending"
 	case g.grace >= g.left:
-		return fmt.Sprintf("Redis lost its data, noticed %v ago: grants resume in %v (restart grace %v)",
-			round(g.grace-g.left), round(g.left), round(g.grace))
+		return fmt.Sprintf("grants resume in %v: the restart grace (%v) started %v ago, when a session found %s",
+			round(g.left), round(g.grace), round(g.grace-g.left), why)
 	default:
-		return fmt.Sprintf("Redis lost its data: grants resume in %v (restart grace)", round(g.left))
+		return fmt.Sprintf("grants resume in %v: a restart grace is running, since a session found %s", round(g.left), why)
 	}
 }
 

@@ -57,8 +57,8 @@ func TestRestartGrace(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("lock on a fresh Redis: exit %d: %s", code, stderr)
 	}
-	if !strings.HasPrefix(stderr, `leasehold: mutex "x": waiting: Redis lost its data, noticed `) ||
-		!strings.HasSuffix(stderr, " (restart grace 3s)\n") || strings.Count(stderr, "\n") != 1 {
+	if !strings.HasPrefix(stderr, `leasehold: mutex "x": waiting: grants resume in `) ||
+		!strings.Contains(stderr, ": the restart grace (3s) started ") || !strings.HasSuffix(stderr, "(Redis lost it, or the namespace is new)\n") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("lock on a fresh Redis: stderr %q, want one line on the restart grace", stderr)
 	}
 	t.Logf("lock on a fresh Redis took %v: %s", took.Round(time.Millisecond), strings.TrimSpace(stderr))
@@ -76,8 +76,8 @@ func TestRestartGrace(t *testing.T) {
 		t.Run(args[0], func(t *testing.T) {
 			args := append(append([]string{"--namespace", ns}, args...), "--wait", "0", "--restart-grace", "1m", "--", "true")
 			_, errb, code := cli(t, url, args...)
-			if code != exitNotAcquired || !strings.Contains(errb, " not acquired (--wait 0): Redis lost its data, noticed ") ||
-				!strings.Contains(errb, "s ago: grants resume in ") || !strings.Contains(errb, "(restart grace 1m0s)") || !strings.HasSuffix(errb, "(restart grace 1m0s)\n") ||
+			if code != exitNotAcquired || !strings.Contains(errb, " not acquired (--wait 0): grants resume in ") ||
+				!strings.Contains(errb, ": the restart grace (1m0s) started ") || !strings.HasSuffix(errb, "(Redis lost it, or the namespace is new)\n") ||
 				strings.Contains(errb, "held") || strings.Contains(errb, "free") || strings.Contains(errb, "led by") {
 				t.Errorf("%q: exit %d, stderr %q; want %d and the grace", args, code, errb, exitNotAcquired)
 			}
@@ -88,13 +88,13 @@ func TestRestartGrace(t *testing.T) {
 	_, stderr, code = cli(t, url, "lock", "--namespace", ns, "--wait", "300ms", "--restart-grace", "1m", "m", "--", "true")
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	if code != exitNotAcquired || len(lines) != 2 ||
-		!strings.HasPrefix(lines[0], `leasehold: mutex "m": waiting: Redis lost its data, noticed `) ||
-		!strings.HasPrefix(lines[1], `leasehold: mutex "m" still not acquired after 300ms (--wait): Redis lost its data, noticed `) {
+		!strings.HasPrefix(lines[0], `leasehold: mutex "m": waiting: grants resume in `) ||
+		!strings.HasPrefix(lines[1], `leasehold: mutex "m" still not acquired after 300ms (--wait): grants resume in `) {
 		t.Errorf("--wait 300ms: exit %d, stderr %q", code, stderr)
 	}
 
 	stdout, _, code = cli(t, url, "status", "--namespace", ns)
-	if code != 0 || !strings.Contains(stdout, "\nRedis lost its data, noticed ") || !strings.Contains(stdout, "(restart grace 1m0s)\n") {
+	if code != 0 || !strings.Contains(stdout, "\ngrants resume in ") || !strings.Contains(stdout, ": the restart grace (1m0s) started ") {
 		t.Errorf("status during the grace: exit %d:\n%s", code, stdout)
 	}
 	stdout, _, code = cli(t, url, "status", "--namespace", ns, "--json")

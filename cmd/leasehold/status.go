@@ -144,8 +144,9 @@ const statusAbout = `Shows the live sessions of the namespace, and every mutex, 
 election and read-write mutex with its holders (session, owner, fencing token, lease time left) and
 waiters. It reads Redis with SCAN and read-only scripts and opens no session.
 A resource whose holder's lease is gone is shown free. While a restart grace
-is pending (Redis lost its data: nothing is granted for up to a TTL after it
-started), a line says so and for how long. --json prints the same as one JSON
+is pending (a session found the namespace's data missing, because Redis lost
+it or the namespace is new: nothing is granted for the namespace's restart
+grace from then), a line says so and for how long. --json prints the same as one JSON
 object (durations in milliseconds; every hold of a session as an object with
 kind, name, member, permits, value, token, session, hold, owner and
 remaining_ms). A semaphore limit an operator set with sem-limit shows as

@@ -78,9 +78,9 @@ func TestPrintStatusGrace(t *testing.T) {
 		want string // the line after the namespace's
 	}{
 		{"grace", Status{RestartGrace: &GraceStatus{LeftMs: 7000, GraceMs: 10000}},
-			"Redis lost its data, noticed 3s ago: grants resume in 7s (restart grace 10s)"},
+			"grants resume in 7s: the restart grace (10s) started 3s ago, when a session found the namespace's data missing (Redis lost it, or the namespace is new)"},
 		{"grace, none recorded", Status{RestartGrace: &GraceStatus{LeftMs: 650}},
-			"Redis lost its data: grants resume in 650ms (restart grace)"},
+			"grants resume in 650ms: a restart grace is running, since a session found the namespace's data missing (Redis lost it, or the namespace is new)"},
 		{"marker missing", Status{EpochMissing: true},
 			"the epoch marker is missing (Redis lost its data, or nothing used the namespace yet): the next session starts the restart grace"},
 		{"none", Status{}, ""},

@@ -190,8 +190,8 @@ func TestGraceText(t *testing.T) {
 		g    grace
 		want string
 	}{
-		{grace{left: 7 * time.Second, grace: 10 * time.Second}, "Redis lost its data, noticed 3s ago: grants resume in 7s (restart grace 10s)"},
-		{grace{left: 6449 * time.Millisecond}, "Redis lost its data: grants resume in 6.4s (restart grace)"},
+		{grace{left: 7 * time.Second, grace: 10 * time.Second}, "grants resume in 7s: the restart grace (10s) started 3s ago, when a session found the namespace's data missing (Redis lost it, or the namespace is new)"},
+		{grace{left: 6449 * time.Millisecond}, "grants resume in 6.4s: a restart grace is running, since a session found the namespace's data missing (Redis lost it, or the namespace is new)"},
 		{grace{grace: 3 * time.Second}, "no restart grace pending"},
 		{grace{missing: true}, "the epoch marker is missing (Redis lost its data, or nothing used the namespace yet): the next session starts the restart grace"},
 	} {
