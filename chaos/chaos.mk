@@ -20,7 +20,7 @@
 # (`make test` runs the smoke scenario with -race).
 
 GO ?= go
-# The process and cluster tiers take about 10 minutes on the project's
+# The process and cluster tiers take about 13 minutes on the project's
 # 2-core machine (one go test run): the timeout leaves room for a slower day.
 CHAOS_TIMEOUT ?= 25m
 CHAOS_RUN ?= .
