@@ -167,7 +167,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		sent := time.Now()
 		// A grant confirmed after its own deadline would be a lost session.
 		octx, cancel := context.WithDeadline(ctx, clock.Deadline(sent, o.TTL))
-		ok, info, err := s.env.OpenLease(octx, s.id, o.Owner, o.TTL, o.LockDelay)
+		ok, replID, err := s.env.OpenLease(octx, s.id, o.Owner, o.TTL, o.LockDelay)
 		cancel()
 		if err == nil && ok && !time.Now().Before(clock.Deadline(sent, o.TTL)) {
 			err = errors.New("lease confirmed after its deadline")
@@ -183,7 +183,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 			s.base = sent
 			s.deadline.Store(int64(clock.Deadline(sent, o.TTL).Sub(sent)))
 			l := newLoop(s, sent)
-			l.replID = info.ReplID
+			l.replID = replID
 			met.sessionOpened()
 			opened = true
 			go l.run()

@@ -82,9 +82,10 @@ end
 -- data, and the namespace's restart grace (ms; absent on a marker that no
 -- session has recorded it in yet, see session_open.lua). It returns -1
 -- when the marker is missing (the data was lost: the client recreates the
--- marker and retries), the ms of grace left, or 0.
-local function grace_left(p)
-  local v = redis.call('GET', p .. K_EPOCH)
+-- marker and retries), the ms of grace left, or 0. v is the marker's value
+-- when the caller has read it already.
+local function grace_left(p, v)
+  v = v or redis.call('GET', p .. K_EPOCH)
   if not v then
     return -1
   end

@@ -10,7 +10,9 @@
 -- session_open.lua). The first session to notice the loss sets the marker,
 -- later ones leave it.
 -- Returns the ms of grace left.
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('SET', KEYS[1], string.format('%.0f', now_ms() + tonumber(ARGV[1])) .. '|' .. ARGV[1])
+local v = redis.call('GET', KEYS[1])
+if not v then
+  v = string.format('%.0f', now_ms() + tonumber(ARGV[1])) .. '|' .. ARGV[1]
+  redis.call('SET', KEYS[1], v)
 end
-return math.max(tonumber(string.match(redis.call('GET', KEYS[1]), '^%d+')) - now_ms(), 0)
+return grace_left(prefix_of(KEYS[1]), v)

@@ -20,7 +20,8 @@ local p = ARGV[1]
 if redis.call('PEXPIRE', KEYS[1], ARGV[3]) == 1 then
   return {RECLAIM_NONE}
 end
-local grace = grace_left(p)
+local epoch = redis.call('GET', KEYS[2])
+local grace = grace_left(p, epoch)
 if grace < 0 then
   return {R_EPOCH_MISSING}
 elseif grace == 0 then
@@ -80,7 +81,7 @@ local function mutex(m, q, hid, tok)
   return ok
 end
 
-local lost = {RECLAIM_LOST, epoch_grace(redis.call('GET', KEYS[2])) or 0}
+local lost = {RECLAIM_LOST, epoch_grace(epoch) or 0}
 for i = 5, #ARGV, 6 do
   local kind, name, hid, tok, n, extra = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5]
   local ok = false

@@ -208,9 +208,9 @@ func (e Env) Prepared() Env {
 	return e
 }
 
-// SeeGrace records that the namespace's restart grace is d, as recorded in
-// its epoch marker (see session_open.lua).
-func (e Env) SeeGrace(d time.Duration) {
+// seeGrace records that the namespace's restart grace is d, as recorded in
+// its epoch marker (see session_open.lua) and read by an open or a reclaim.
+func (e Env) seeGrace(d time.Duration) {
 	if e.graceSeen == nil {
 		return
 	}
@@ -528,53 +528,47 @@ func (e Env) ReleaseMulti(ctx context.Context, rs []Resource, hids []string) []e
 // recorded for its namespace (see session_open.lua).
 var ErrGraceMismatch = errors.New("the session does not fit the namespace's restart grace")
 
-// Opened is what OpenLease reports of a lease it created.
-type Opened struct {
-	Grace  time.Duration // the namespace's restart grace
-	ReplID string        // the server's replication id, "" when unknown (see epoch_lib.lua)
-}
-
-// OpenLease creates the lease of session sid. It reports false when the id is
-// taken, and an error matching ErrGraceMismatch, with the namespace's grace,
-// when the session's TTL or restart grace does not fit it. A missing epoch
-// marker is recreated first (see InitEpoch).
-func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay time.Duration) (bool, Opened, error) {
+// OpenLease creates the lease of session sid and returns the server's
+// replication id ("" when unknown, see epoch_lib.lua). It reports false when
+// the id is taken, and an error matching ErrGraceMismatch, with the
+// namespace's grace, when the session's TTL or restart grace does not fit
+// it. A missing epoch marker is recreated first (see InitEpoch).
+func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay time.Duration) (bool, string, error) {
 	for attempt := 0; ; attempt++ {
 		v, err := sessionOpen.Exec(ctx, e.C, []string{e.K.Lease(sid)},
 			[]string{owner, ms(ttl), ms(lockDelay), e.K.Prefix, ms(e.Grace)}).ToArray()
 		if err != nil {
-			return false, Opened{}, err
+			return false, "", err
 		}
 		var code, g int64
 		if len(v) == 0 || num(v[0], &code) != nil {
-			return false, Opened{}, errReply
+			return false, "", errReply
 		}
 		switch code {
 		case replyIDTaken:
-			return false, Opened{}, nil
+			return false, "", nil
 		case replyGraceMismatch:
 			if len(v) != 2 || num(v[1], &g) != nil {
-				return false, Opened{}, errReply
+				return false, "", errReply
 			}
-			return false, Opened{}, fmt.Errorf("%w: namespace %q records a restart grace of %v, and every session of it must have a TTL no longer than that and a RestartGrace no shorter (this one: TTL %v, RestartGrace %v)",
+			return false, "", fmt.Errorf("%w: namespace %q records a restart grace of %v, and every session of it must have a TTL no longer than that and a RestartGrace no shorter (this one: TTL %v, RestartGrace %v)",
 				ErrGraceMismatch, e.K.Namespace(), time.Duration(g)*time.Millisecond, ttl, e.Grace)
 		case replyOpened:
-			var o Opened
-			if len(v) != 3 || firstErr(num(v[1], &g), str(v[2], &o.ReplID)) != nil {
-				return false, Opened{}, errReply
+			var replID string
+			if len(v) != 3 || firstErr(num(v[1], &g), str(v[2], &replID)) != nil {
+				return false, "", errReply
 			}
-			o.Grace = time.Duration(g) * time.Millisecond
-			e.SeeGrace(o.Grace)
-			return true, o, nil
+			e.seeGrace(time.Duration(g) * time.Millisecond)
+			return true, replID, nil
 		case replyEpochMissing:
 		default:
-			return false, Opened{}, errReply
+			return false, "", errReply
 		}
 		if attempt > 0 {
-			return false, Opened{}, fmt.Errorf("%w: epoch marker missing again", errReply)
+			return false, "", fmt.Errorf("%w: epoch marker missing again", errReply)
 		}
 		if err := e.InitEpoch(ctx); err != nil {
-			return false, Opened{}, err
+			return false, "", err
 		}
 	}
 }
@@ -762,7 +756,7 @@ func (e Env) Reclaim(ctx context.Context, sid, owner string, ttl, lockDelay time
 		if len(v) < 2 || num(v[1], &g) != nil {
 			return nil, errReply
 		}
-		e.SeeGrace(time.Duration(g) * time.Millisecond)
+		e.seeGrace(time.Duration(g) * time.Millisecond)
 		lost := make([]string, 0, len(v)-2)
 		for _, m := range v[2:] {
 			s, err := m.ToString()

@@ -27,7 +27,7 @@ if not g then
 elseif tonumber(ARGV[2]) > g or tonumber(ARGV[5]) < g then
   return {R_GRACE_MISMATCH, g}
 end
-local grace = grace_left(ARGV[4])
+local grace = grace_left(ARGV[4], v)
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'ttl', ARGV[2], 'ld', ARGV[3], 'g', grace == 0 and '0' or '1')
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {OPEN_CREATED, g, repl_id()}
