@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -208,4 +211,49 @@ func pct(d []time.Duration, p float64) time.Duration {
 	slices.Sort(d)
 	i := int(p / 100 * float64(len(d)-1))
 	return d[i]
+}
+
+// countDials returns opt with a DialCtxFn whose connections count the
+// requests written to them in cnt: for a leasehold session's own connection
+// (session.Options.Conn), which carries one request per write (rueidis'
+// synchronous mode, one call at a time), so that its requests count like
+// those of the wrapped client.
+func countDials(opt rueidis.ClientOption, cnt *counter) rueidis.ClientOption {
+	opt.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		c, err := d.DialContext(ctx, "tcp", dst)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: c, c: cnt}, nil
+	}
+	return opt
+}
+
+// countingConn counts each request written to it (see countDials).
+type countingConn struct {
+	net.Conn
+	c *counter
+}
+
+func (w *countingConn) Write(b []byte) (int, error) {
+	if cmd, ok := firstArgs(b); ok {
+		w.c.trips.Add(1)
+		w.c.add(cmd)
+	}
+	return w.Conn.Write(b)
+}
+
+// firstArgs returns the command name and the fourth argument (a script's
+// first key) of the RESP request array at the start of b, as isLease reads
+// them ("" where missing).
+func firstArgs(b []byte) ([]string, bool) {
+	if len(b) == 0 || b[0] != '*' {
+		return nil, false
+	}
+	parts := bytes.SplitN(b, []byte("\r\n"), 10)
+	cmd := make([]string, 4)
+	for i, j := 2, 0; i < len(parts) && j < 4; i, j = i+2, j+1 {
+		cmd[j] = string(parts[i])
+	}
+	return cmd, true
 }

@@ -53,6 +53,8 @@ type microEnv struct {
 	cnt *counter
 	c   rueidis.Client // wrapped
 	raw rueidis.Client
+	// noConn leaves session.Options.Conn unset (see session)
+	noConn bool
 }
 
 func newMicro(b *testing.B) *microEnv {
@@ -81,6 +83,12 @@ func (e *microEnv) session(o session.Options) *session.Session {
 	if err := leaseholdtest.MarkIntact(ctx, rueidisOpt(microSrv.addr(), procOpts{}), o.Namespace); err != nil {
 		e.b.Fatal(err)
 	}
+	// The session's own connection, as session.Dial gives it one; its
+	// requests are counted with the wrapped client's.
+	if !e.noConn {
+		lane := countDials(rueidisOpt(microSrv.addr(), procOpts{}), e.cnt)
+		o.Conn = &lane
+	}
 	s, err := session.New(ctx, e.c, o)
 	if err != nil {
 		e.b.Fatal(err)
@@ -100,7 +108,9 @@ func (e *microEnv) measure(body func()) {
 	}
 	trips, reqs := e.cnt.trips.Load(), e.cnt.total()
 	b.ResetTimer()
+	cpu0 := procCPU()
 	body()
+	cpu := procCPU() - cpu0
 	b.StopTimer()
 	z, err := e.adm.stats(ctx)
 	if err != nil {
@@ -114,6 +124,7 @@ func (e *microEnv) measure(body func()) {
 	// under their own names, so summing every command would count them twice.
 	b.ReportMetric(float64(d.usec["evalsha"]+d.usec["eval"])/n, "lua-us/op")
 	b.ReportMetric(d.cpu*1e6/n, "srv-cpu-us/op")
+	b.ReportMetric(float64(cpu.Microseconds())/n, "cli-cpu-us/op")
 }
 
 // BenchmarkRawLockRelease is the baseline: SET NX PX + compare-and-delete.
@@ -138,10 +149,10 @@ func BenchmarkMutexLockRelease(b *testing.B) { benchLockRelease(b, context.Backg
 
 // BenchmarkMutexLockReleaseCancelable is BenchmarkMutexLockRelease with a
 // ctx that can be canceled, as a daemon's usually is (and the bench's
-// contenders get). A call whose ctx never ends runs on the caller's
-// goroutine; one whose ctx can be canceled is handed to a flight goroutine
-// and back, so that it returns at the cancellation: the difference between
-// the two is what that costs (docs/performance.md, the 19:11 run).
+// contenders get). Both run on the caller's goroutine, over the session's
+// own connection (session.Options.Conn), which returns a call at its ctx's
+// cancellation by breaking the connection (docs/design.md, "The session's
+// own connection"); ...NoConn shows the same without that connection.
 func BenchmarkMutexLockReleaseCancelable(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -149,8 +160,9 @@ func BenchmarkMutexLockReleaseCancelable(b *testing.B) {
 }
 
 // benchLockRelease times Lock + Release of one mutex with ctx.
-func benchLockRelease(b *testing.B, ctx context.Context) {
+func benchLockRelease(b *testing.B, ctx context.Context, noConn ...bool) {
 	e := newMicro(b)
+	e.noConn = len(noConn) > 0 && noConn[0]
 	m := mutex.New(e.session(session.Options{}), "m")
 	warm(b, m)
 	e.measure(func() {
@@ -164,6 +176,17 @@ func benchLockRelease(b *testing.B, ctx context.Context) {
 			}
 		}
 	})
+}
+
+// BenchmarkMutexLockReleaseCancelableNoConn is
+// BenchmarkMutexLockReleaseCancelable on a session without a connection of
+// its own (session.Options.Conn unset, as session.New leaves it): each call
+// is handed to another goroutine and back, or pipelined by rueidis. The
+// difference is what the session's connection saves.
+func BenchmarkMutexLockReleaseCancelableNoConn(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchLockRelease(b, ctx, true)
 }
 
 // BenchmarkMutexTryLockRelease is TryLock + Release (no subscription).

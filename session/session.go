@@ -49,8 +49,10 @@ func init() {
 // Dial connects to Redis with opt and opens a session that owns the client:
 // Close closes it. Unless set, opt.DisableCache is forced on (leasehold uses
 // no client-side caching) and opt.ConnWriteTimeout is set to TTL/2 so that a
-// stalled server is noticed within the lease. ctx bounds only the creation of
-// the session (the first lease grant), not its life.
+// stalled server is noticed within the lease. Unless o.Conn is set, the
+// session also gets a connection of its own dialled with opt (see
+// Options.Conn). ctx bounds only the creation of the session (the first
+// lease grant), not its life.
 func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, error) {
 	l, err := lease.Dial(ctx, opt, lease.Options(o))
 	if err != nil {
@@ -63,6 +65,9 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 // Close. ctx bounds only the creation of the session (the first lease grant),
 // not its life. Invalid options return an error matching ErrInvalidOptions
 // and touch nothing in Redis.
+//
+// Set o.Conn to c's options to give the session a connection of its own,
+// as Dial does: calls are faster with it (see Options.Conn).
 //
 // Build c as Dial builds its own client: with DisableCache set (leasehold
 // uses no client-side caching, and with it on rueidis cannot connect to a

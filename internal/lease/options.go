@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/rueidis"
 )
 
 // Options is session.Options: the same fields in the same order, so that
@@ -27,6 +28,7 @@ type Options struct {
 	ReplicaAckTimeout   time.Duration
 	Logger              *slog.Logger
 	Metrics             prometheus.Registerer
+	Conn                *rueidis.ClientOption
 }
 
 // DefaultRestartGrace is the restart grace of a session whose TTL is no

@@ -26,6 +26,7 @@ type Session struct {
 	opt        Options                 // immutable: with defaults
 	id         string                  // immutable
 	own        bool                    // immutable: Close closes env.C
+	lane       *scripts.Lane           // immutable: the session's connection for its calls (see Options.Conn); nil for none
 	base       time.Time               // immutable: monotonic origin of deadline
 	ctx        context.Context         // immutable; canceled by end (the loop)
 	cancel     context.CancelCauseFunc // immutable; called only by end (the loop)
@@ -71,7 +72,11 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 	if opt.ConnWriteTimeout == 0 {
 		opt.ConnWriteTimeout = o.TTL / 2
 	}
-	c, err := newClient(ctx, opt)
+	if o.Conn == nil {
+		lo := opt
+		o.Conn = &lo
+	}
+	c, err := scripts.NewClient(ctx, opt)
 	if err != nil {
 		return nil, redisErr("dial", err)
 	}
@@ -81,33 +86,6 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 		return nil, err
 	}
 	return s, nil
-}
-
-// newClient is rueidis.NewClient bounded by ctx: NewClient dials and
-// handshakes without a context, which takes up to ConnWriteTimeout on a
-// paused server and the dialer's timeout when nothing answers. A client
-// that arrives after ctx ended is closed.
-func newClient(ctx context.Context, opt rueidis.ClientOption) (rueidis.Client, error) {
-	type dialed struct {
-		c   rueidis.Client
-		err error
-	}
-	ch := make(chan dialed, 1)
-	go func() {
-		c, err := rueidis.NewClient(opt)
-		ch <- dialed{c, err}
-	}()
-	select {
-	case d := <-ch:
-		return d.c, d.err
-	case <-ctx.Done():
-		go func() {
-			if d := <-ch; d.err == nil {
-				d.c.Close()
-			}
-		}()
-		return nil, context.Cause(ctx)
-	}
 }
 
 // New is session.New.
@@ -124,12 +102,28 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 	if err != nil {
 		return nil, fmt.Errorf("session: metrics: %w", err)
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.TTL)
+		defer cancel()
+	}
+	var lane *scripts.Lane
+	if o.Conn != nil && c.Mode() == rueidis.ClientModeStandalone { // see scripts.Lane
+		lo := *o.Conn
+		lo.DisableCache = true
+		if lo.ConnWriteTimeout == 0 {
+			lo.ConnWriteTimeout = o.TTL / 2
+		}
+		if lane, err = scripts.NewLane(ctx, lo); err != nil {
+			return nil, redisErr("dial the session's connection", err)
+		}
+	}
 	lq := newLogQueue()
 	s := &Session{
 		met:  met,
 		logq: lq,
 		env: scripts.Env{
-			C:          scripts.Bound(c),
+			C:          scripts.BoundLane(c, lane),
 			K:          scripts.NewKeys(o.Namespace),
 			Sharded:    c.Mode() == rueidis.ClientModeCluster,
 			Grace:      o.RestartGrace,
@@ -141,6 +135,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		}.Prepared(),
 		opt:    o,
 		own:    own,
+		lane:   lane,
 		reqs:   make(chan func(*loop), 64),
 		exited: make(chan struct{}),
 	}
@@ -151,15 +146,13 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 	s.recheck.Store(&rc)
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.TTL)
-		defer cancel()
-	}
 	opened := false
 	defer func() {
 		if !opened {
 			lq.close()
+			if lane != nil {
+				go lane.Close()
+			}
 		}
 	}()
 	for range 3 { // a taken id is astronomically unlikely; retry anyway
@@ -256,10 +249,13 @@ func (s *Session) Close() error {
 		// let it finish on its own.
 		t := time.NewTimer(max(time.Until(cutoff), 0))
 		defer t.Stop()
-		if s.own {
+		if s.own || s.lane != nil {
 			closed := make(chan struct{})
 			go func() {
-				s.env.C.Close()
+				s.lane.Close()
+				if s.own {
+					s.env.C.Close()
+				}
 				close(closed)
 			}()
 			select {

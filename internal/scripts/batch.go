@@ -102,6 +102,11 @@ type batcher[I, R any] struct {
 	// Both immutable once the Env is prepared.
 	send func(ctx context.Context, items []I) []R
 	fail func(err error) R
+	// direct runs a flight on the caller's goroutine through the session's
+	// client (Bound's, with the lane); lane is the session's lane, nil for
+	// none. Immutable once the Env is prepared.
+	direct func(ctx context.Context, items []I) []R
+	lane   *Lane
 
 	// wake is how a flight starts on an idle flight goroutine: one token
 	// per goroutine taken off idle. Immutable once the Env is prepared.
@@ -147,6 +152,21 @@ func (b *batcher[I, R]) do(ctx context.Context, dl time.Time, item I) (R, error)
 	}
 	stop := ctx.Done()
 	b.mu.Lock()
+	if len(b.queue) == 0 && b.aloft < batchSiblings && b.lane.idle() {
+		// The session's lane is idle: the caller sends its call itself,
+		// on the lane, which returns at ctx's end (see Lane). Should
+		// another call take the lane first, this one is handed over as
+		// Bound hands over any call.
+		b.aloft++
+		b.mu.Unlock()
+		cctx, cancel := Until(ctx, dl)
+		r := b.direct(cctx, []I{item})[0]
+		cancel()
+		b.mu.Lock()
+		b.aloft--
+		b.mu.Unlock()
+		return r, nil
+	}
 	if stop == nil && len(b.queue) == 0 && b.aloft < batchSiblings {
 		// A caller whose ctx never ends has nothing to wait for but the
 		// result: it sends its call itself, saving the hand-over to a
@@ -330,17 +350,22 @@ func (b *batcher[I, R]) overdue(flight []*queued[I, R], settled *atomic.Bool) {
 // newBatches returns the batchers of e. Their flights run on e's client
 // without Bound: the callers wait on their own ctx (see batcher).
 func newBatches(e Env) *batches {
-	f := e
+	f, g := e, e
 	f.C, f.batch = unbound(e.C), nil
+	g.batch = nil
+	lane := laneOf(e.C)
 	return &batches{
-		acquire: newBatcher(f.acquireFlight, func(err error) attemptResult { return attemptResult{err: err} }),
-		release: newBatcher(f.releaseFlight, func(err error) releaseResult { return releaseResult{err: err} }),
+		acquire: newBatcher(f.acquireFlight, g.acquireFlight, lane,
+			func(err error) attemptResult { return attemptResult{err: err} }),
+		release: newBatcher(f.releaseFlight, g.releaseFlight, lane,
+			func(err error) releaseResult { return releaseResult{err: err} }),
 	}
 }
 
-// newBatcher returns a batcher whose flights run send (see batcher.fail).
-func newBatcher[I, R any](send func(ctx context.Context, items []I) []R, fail func(error) R) *batcher[I, R] {
-	return &batcher[I, R]{send: send, fail: fail, wake: make(chan struct{}, maxBatch)}
+// newBatcher returns a batcher whose flights run send, and its callers
+// direct on lane (see batcher).
+func newBatcher[I, R any](send, direct func(ctx context.Context, items []I) []R, lane *Lane, fail func(error) R) *batcher[I, R] {
+	return &batcher[I, R]{send: send, direct: direct, lane: lane, fail: fail, wake: make(chan struct{}, maxBatch)}
 }
 
 // Stop ends the goroutines that e's batchers keep for their next flights;
@@ -350,6 +375,14 @@ func (e Env) Stop() {
 		e.batch.acquire.stop()
 		e.batch.release.stop()
 	}
+}
+
+// laneOf returns the lane of c if c is BoundLane's, else nil.
+func laneOf(c rueidis.Client) *Lane {
+	if b, ok := c.(bounded); ok {
+		return b.lane
+	}
+	return nil
 }
 
 // unbound returns the client c wraps if c is Bound's, else c.

@@ -317,7 +317,7 @@ func TestBatcherPolicy(t *testing.T) {
 		t.Fatal("the test assumes batchSiblings >= batchFlights and batchSize <= batchSiblings")
 	}
 	s := &blockedSend{started: make(chan flightStarted, 100)}
-	b := newBatcher(s.send, overdueInt)
+	b := newBatcher(s.send, s.send, nil, overdueInt)
 	defer b.stop()
 	ctx, stop := context.WithCancel(context.Background()) // a ctx that can end: callers hand their calls to flights
 	defer stop()
@@ -460,7 +460,7 @@ func waitQueued[I, R any](t *testing.T, b *batcher[I, R], n int) {
 // when its ctx ends, with ctx's error.
 func TestBatcherCallInFlightReturnsAtCtx(t *testing.T) {
 	s := &blockedSend{started: make(chan flightStarted, 1)}
-	b := newBatcher(s.send, overdueInt)
+	b := newBatcher(s.send, s.send, nil, overdueInt)
 	defer b.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -480,7 +480,7 @@ func TestBatcherCallInFlightReturnsAtCtx(t *testing.T) {
 // meanwhile go as usual.
 func TestBatcherCallerSendsAlone(t *testing.T) {
 	s := &blockedSend{started: make(chan flightStarted, 10)}
-	b := newBatcher(s.send, overdueInt)
+	b := newBatcher(s.send, s.send, nil, overdueInt)
 	defer b.stop()
 	got := make(chan int, 2)
 	go func() {
@@ -517,7 +517,7 @@ func overdueInt(error) int { return -2 }
 // stays live while one caller still waits.
 func TestBatcherAbandonedFlightIsCanceled(t *testing.T) {
 	s := &blockedSend{started: make(chan flightStarted, 100)}
-	b := newBatcher(s.send, overdueInt)
+	b := newBatcher(s.send, s.send, nil, overdueInt)
 	defer b.stop()
 	dl := time.Now().Add(time.Hour)
 	type result struct {
@@ -594,7 +594,7 @@ func TestBatcherAbandonedFlightIsCanceled(t *testing.T) {
 // none, and calls queued behind the stuck flights get a flight.
 func TestBatcherOverdueFlight(t *testing.T) {
 	s := &blockedSend{started: make(chan flightStarted, 100)}
-	b := newBatcher(s.send, overdueInt)
+	b := newBatcher(s.send, s.send, nil, overdueInt)
 	defer b.stop()
 	ctx, cancel := context.WithCancel(context.Background()) // no deadline
 	defer cancel()

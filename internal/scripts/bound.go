@@ -17,11 +17,22 @@ import (
 // for any other error (Claim withdraws the hold id). The error is ctx.Err(),
 // as rueidis itself reports a ctx that ended, and a reply that is ready when
 // ctx ends is still returned.
-func Bound(c rueidis.Client) rueidis.Client { return bounded{c} }
+func Bound(c rueidis.Client) rueidis.Client { return bounded{Client: c} }
 
-type bounded struct{ rueidis.Client }
+// BoundLane is Bound, with a Do that runs a call whose ctx can be canceled
+// on lane when the lane is idle (see Lane), on the caller's goroutine. A
+// nil lane is none.
+func BoundLane(c rueidis.Client, lane *Lane) rueidis.Client { return bounded{Client: c, lane: lane} }
+
+type bounded struct {
+	rueidis.Client
+	lane *Lane // nil: none
+}
 
 func (c bounded) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if canLane(ctx, cmd) && c.lane.take() {
+		return c.lane.do(ctx, cmd)
+	}
 	return within(ctx, func() rueidis.RedisResult { return c.Client.Do(ctx, cmd) },
 		func(err error) rueidis.RedisResult { return rueidis.NewErrorResult(err) })
 }
