@@ -84,7 +84,7 @@ type Options struct {
 	// Conn, when set, gives the session a connection of its own to the
 	// same Redis as its client, dialled with these options (the session
 	// forces what it needs: one connection, no client-side caching, no
-	// retries, no background PING), for the calls whose ctx can be
+	// retries), for the calls whose ctx can be
 	// canceled: a call that finds it idle writes its request and reads the
 	// reply on the caller's goroutine, instead of being handed to another
 	// goroutine and back, which costs a serial call about a third more

@@ -63,6 +63,9 @@ const (
 type batches struct {
 	acquire *batcher[acquireCall, attemptResult]
 	release *batcher[releaseCall, releaseResult]
+	// The semaphore's and the pool's (see batch_kinds.go).
+	semAcquire, poolAcquire *batcher[kindCall, attemptResult]
+	semRelease, poolRelease *batcher[kindCall, releaseResult]
 }
 
 // acquireCall is one mutex acquire attempt (see Env.Acquire).
@@ -354,11 +357,16 @@ func newBatches(e Env) *batches {
 	f.C, f.batch = unbound(e.C), nil
 	g.batch = nil
 	lane := laneOf(e.C)
+	failAcquire := func(err error) attemptResult { return attemptResult{err: err} }
+	failRelease := func(err error) releaseResult { return releaseResult{err: err} }
 	return &batches{
-		acquire: newBatcher(f.acquireFlight, g.acquireFlight, lane,
-			func(err error) attemptResult { return attemptResult{err: err} }),
-		release: newBatcher(f.releaseFlight, g.releaseFlight, lane,
-			func(err error) releaseResult { return releaseResult{err: err} }),
+		acquire:    newBatcher(f.acquireFlight, g.acquireFlight, lane, failAcquire),
+		release:    newBatcher(f.releaseFlight, g.releaseFlight, lane, failRelease),
+		semAcquire: newBatcher(f.semAcquireFlight, g.semAcquireFlight, lane, failAcquire),
+		semRelease: newBatcher(f.semReleaseFlight, g.semReleaseFlight, lane, failRelease),
+
+		poolAcquire: newBatcher(f.poolAcquireFlight, g.poolAcquireFlight, lane, failAcquire),
+		poolRelease: newBatcher(f.poolReleaseFlight, g.poolReleaseFlight, lane, failRelease),
 	}
 }
 
@@ -374,6 +382,10 @@ func (e Env) Stop() {
 	if e.batch != nil {
 		e.batch.acquire.stop()
 		e.batch.release.stop()
+		e.batch.semAcquire.stop()
+		e.batch.semRelease.stop()
+		e.batch.poolAcquire.stop()
+		e.batch.poolRelease.stop()
 	}
 }
 
@@ -414,30 +426,43 @@ func (e Env) acquireFlight(ctx context.Context, as []acquireCall) []attemptResul
 		args[i+1] = w + a.hid
 	}
 	res, werr := e.execWait(ctx, mutexAcquireBatch, keys, args)
+	return batchGrants(res, werr, len(as), func(i int) string { return as[i].name })
+}
+
+// batchGrants reads the replies of a batch acquire script for n attempts
+// (name(i) is the resource name of the i-th); werr is the batch's WAIT
+// outcome.
+func batchGrants(res rueidis.RedisResult, werr error, n int, name func(i int) string) []attemptResult {
+	out := make([]attemptResult, n)
 	v, err := res.ToArray()
-	if err == nil && len(v) != len(as) {
-		err = fmt.Errorf("%w: %d replies for %d attempts", errReply, len(v), len(as))
+	if err == nil && len(v) != n {
+		err = fmt.Errorf("%w: %d replies for %d attempts", errReply, len(v), n)
 	}
-	for i, a := range as {
+	for i := range out {
 		if err != nil {
 			out[i].err = err
 			continue
 		}
-		r, err := v[i].ToArray()
-		if err != nil {
-			out[i].err = err
-			continue
+		out[i] = batchGrant(v[i], name(i), werr)
+	}
+	return out
+}
+
+// batchGrant reads one attempt's reply of a batch acquire script: a grant
+// as parseGrant reads it, or slow; werr is the batch's WAIT outcome.
+func batchGrant(m rueidis.RedisMessage, name string, werr error) (out attemptResult) {
+	r, err := m.ToArray()
+	if err != nil {
+		return attemptResult{err: err}
+	}
+	if len(r) == 1 {
+		if c, err := r[0].AsInt64(); err == nil && c == replySlow {
+			return attemptResult{slow: true}
 		}
-		if len(r) == 1 {
-			if c, err := r[0].AsInt64(); err == nil && c == replySlow {
-				out[i].slow = true
-				continue
-			}
-		}
-		out[i].g, out[i].err = parseGrant(r, a.name)
-		if out[i].err == nil && out[i].g.Status == Granted && werr != nil {
-			out[i].err = werr // not replicated: the caller rolls the grant back
-		}
+	}
+	out.g, out.err = parseGrant(r, name)
+	if out.err == nil && out.g.Status == Granted && werr != nil {
+		out.err = werr // not replicated: the caller rolls the grant back
 	}
 	return out
 }
@@ -457,23 +482,30 @@ func (e Env) releaseFlight(ctx context.Context, rs []releaseCall) []releaseResul
 		keys[i], args[i+1] = e.K.Mutex(r.name), r.hid
 	}
 	res, werr := e.execWait(ctx, mutexReleaseBatch, keys, args)
+	return batchReleased(res, werr, len(rs))
+}
+
+// batchReleased reads the replies of a batch release script for n
+// releases: each released, or slow; werr is the batch's WAIT outcome.
+func batchReleased(res rueidis.RedisResult, werr error, n int) []releaseResult {
+	out := make([]releaseResult, n)
 	v, err := res.ToArray()
-	if err == nil && len(v) != len(rs) {
-		err = fmt.Errorf("%w: %d replies for %d releases", errReply, len(v), len(rs))
+	if err == nil && len(v) != n {
+		err = fmt.Errorf("%w: %d replies for %d releases", errReply, len(v), n)
 	}
-	for i := range rs {
+	for i := range out {
 		if err != nil {
 			out[i].err = err
 			continue
 		}
-		n, err := v[i].AsInt64()
+		c, err := v[i].AsInt64()
 		switch {
 		case err != nil:
 			out[i].err = err
-		case n == replySlow:
+		case c == replySlow:
 			out[i].slow = true
 		default:
-			out[i].r, out[i].err = Released(n), werr
+			out[i].r, out[i].err = Released(c), werr
 		}
 	}
 	return out

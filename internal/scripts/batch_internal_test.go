@@ -57,8 +57,11 @@ func (w *batchWorld) grant(name, hid string) {
 }
 
 // state is everything the scripts wrote, tokens masked: every key of the
-// namespace but the leases, with its value (a mutex string or a queue)
-// and whether it expires; the leases' withdrawal marks.
+// namespace with its value and whether it expires, but of the leases only
+// their withdrawal marks. Masked: the token in a mutex string, the tok
+// field of a semaphore, a semaphore holder's token (its permits stay), a
+// pool's tokens, the scores of a zset (its members stay, in order), the
+// epoch marker's time.
 func (w *batchWorld) state() []string {
 	w.t.Helper()
 	keys, err := w.c.Do(w.ctx, w.c.B().Keys().Pattern(w.e.K.Prefix+"*").Build()).AsStrSlice()
@@ -69,24 +72,39 @@ func (w *batchWorld) state() []string {
 	for _, k := range keys {
 		rel := strings.TrimPrefix(k, w.e.K.Prefix)
 		ttl, _ := w.do("PTTL", k).AsInt64()
+		var v any
 		switch typ, _ := w.do("TYPE", k).ToString(); typ {
 		case "string":
-			v, _ := w.do("GET", k).ToString()
-			if f := strings.Split(v, "|"); len(f) == 6 {
+			s, _ := w.do("GET", k).ToString()
+			if f := strings.Split(s, "|"); len(f) == 6 {
 				f[1] = "tok"
-				v = strings.Join(f, "|")
+				s = strings.Join(f, "|")
 			} else if rel == keyEpoch {
-				v = "time"
+				s = "time"
 			}
-			out = append(out, fmt.Sprintf("%s=%s expires=%v", rel, v, ttl > 0))
+			v = s
 		case "list":
-			v, _ := w.do("LRANGE", k, "0", "-1").AsStrSlice()
-			out = append(out, fmt.Sprintf("%s=%v expires=%v", rel, v, ttl > 0))
+			v, _ = w.do("LRANGE", k, "0", "-1").AsStrSlice()
+		case "zset":
+			v, _ = w.do("ZRANGE", k, "0", "-1").AsStrSlice()
 		case "hash":
-			f, _ := w.do("HKEYS", k).AsStrSlice()
+			m, _ := w.do("HGETALL", k).AsStrMap()
+			var f []string
+			for name, x := range m {
+				switch {
+				case strings.HasPrefix(rel, keyLease) && !strings.HasPrefix(name, "x:"):
+					continue // the lease itself: only its withdrawal marks
+				case name == "tok" || strings.HasSuffix(rel, ":t"):
+					x = "tok"
+				case strings.HasPrefix(rel, "semh:"):
+					x, _, _ = strings.Cut(x, ":") // the permits
+				}
+				f = append(f, name+"="+x)
+			}
 			slices.Sort(f)
-			out = append(out, fmt.Sprintf("%s fields=%v", rel, f))
+			v = f
 		}
+		out = append(out, fmt.Sprintf("%s=%v expires=%v", rel, v, ttl > 0 && !strings.HasPrefix(rel, keyLease)))
 	}
 	slices.Sort(out)
 	return out
@@ -126,43 +144,15 @@ func TestBatchScriptsMatchSingle(t *testing.T) {
 		{name: "idle", hid: HoldID("a", 8)},              // withdrawn: slow
 		{name: "fresh", hid: HoldID("a", 9), wait: true}, // granted above in this batch: queued
 	}
-	single := newBatchWorld(t, ctx, c)
+	single, batch := newBatchWorld(t, ctx, c), newBatchWorld(t, ctx, c)
 	setup(single)
-	var want []Grant
-	for _, x := range attempts {
-		g, err := single.e.acquire(ctx, Resource{Kind: Mutex, Name: x.name}, x.hid, x.wait)
-		if err != nil {
-			t.Fatalf("single %+v: %v", x, err)
-		}
-		want = append(want, g)
-	}
-	batch := newBatchWorld(t, ctx, c)
 	setup(batch)
-	got := batch.e.acquireFlight(ctx, attempts)
-	slow := 0
-	for i, x := range attempts {
-		r := got[i]
-		if r.err != nil {
-			t.Fatalf("batch %+v: %v", x, r.err)
-		}
-		if r.slow {
-			slow++
-			g, err := batch.e.acquire(ctx, Resource{Kind: Mutex, Name: x.name}, x.hid, x.wait)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.g = g
-		}
-		if r.g.Status != want[i].Status || r.g.Position != want[i].Position || (r.g.Wait > 0) != (want[i].Wait > 0) {
-			t.Errorf("attempt %d %+v: batch %+v (slow %v), single %+v", i, x, r.g, r.slow, want[i])
-		}
+	acq := func(w *batchWorld, x acquireCall) (Grant, error) {
+		return w.e.acquire(ctx, Resource{Kind: Mutex, Name: x.name}, x.hid, x.wait)
 	}
-	if slow != 3 {
-		t.Errorf("%d attempts answered slow, want 3 (retried grant, dead holder, withdrawn)", slow)
-	}
-	if s, b := single.state(), batch.state(); !slices.Equal(s, b) {
-		t.Errorf("state after acquires differs:\nsingle %v\nbatch  %v", s, b)
-	}
+	flight := func(w *batchWorld, xs []acquireCall) []attemptResult { return w.e.acquireFlight(ctx, xs) }
+	// 3 slow: the retried grant, the dead holder, the withdrawn hold id.
+	checkAcquireBatch(t, single, batch, attempts, acq, flight, 3)
 
 	// Releases: idle with nobody waiting, a hand-off to a live waiter, one
 	// not held (slow: not found), a hand-off whose first waiter is dead
@@ -182,39 +172,12 @@ func TestBatchScriptsMatchSingle(t *testing.T) {
 		{name: "busy", hid: HoldID("a", 3)},  // not held by it: slow
 		{name: "handdead", hid: HoldID("a", 20)},
 	}
-	var wantR []Released
-	for _, x := range releases {
-		r, err := single.e.release(ctx, Resource{Kind: Mutex, Name: x.name}, x.hid, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantR = append(wantR, r)
+	rel := func(w *batchWorld, x releaseCall) (Released, error) {
+		return w.e.release(ctx, Resource{Kind: Mutex, Name: x.name}, x.hid, false)
 	}
-	gotR := batch.e.releaseFlight(ctx, releases)
-	slow = 0
-	for i, x := range releases {
-		r := gotR[i]
-		if r.err != nil {
-			t.Fatalf("batch release %+v: %v", x, r.err)
-		}
-		if r.slow {
-			slow++
-			v, err := batch.e.release(ctx, Resource{Kind: Mutex, Name: x.name}, x.hid, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.r = v
-		}
-		if r.r != wantR[i] {
-			t.Errorf("release %d %+v: batch %v (slow %v), single %v", i, x, r.r, r.slow, wantR[i])
-		}
-	}
-	if slow != 2 {
-		t.Errorf("%d releases answered slow, want 2 (not held, dead first waiter)", slow)
-	}
-	if s, b := single.state(), batch.state(); !slices.Equal(s, b) {
-		t.Errorf("state after releases differs:\nsingle %v\nbatch  %v", s, b)
-	}
+	relFlight := func(w *batchWorld, xs []releaseCall) []releaseResult { return w.e.releaseFlight(ctx, xs) }
+	// 2 slow: not held, a dead first waiter.
+	checkReleaseBatch(t, single, batch, releases, rel, relFlight, 2)
 }
 
 // TestBatchTokensIncrease: the tokens of one batch come from one reading of

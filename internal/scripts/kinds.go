@@ -13,6 +13,12 @@ import (
 var (
 	//go:embed semaphore_lib.lua
 	semLib string
+	//go:embed semaphore_fast.lua
+	semFastLua string
+	//go:embed semaphore_acquire_batch.lua
+	semAcquireBatchLua string
+	//go:embed semaphore_release_batch.lua
+	semReleaseBatchLua string
 	//go:embed semaphore_acquire.lua
 	semAcquireLua string
 	//go:embed semaphore_release.lua
@@ -24,6 +30,12 @@ var (
 
 	//go:embed pool_lib.lua
 	poolLib string
+	//go:embed pool_core.lua
+	poolCoreLua string
+	//go:embed pool_acquire_batch.lua
+	poolAcquireBatchLua string
+	//go:embed pool_release_batch.lua
+	poolReleaseBatchLua string
 	//go:embed pool_acquire.lua
 	poolAcquireLua string
 	//go:embed pool_release.lua
@@ -48,15 +60,21 @@ var (
 )
 
 var (
-	semAcquire  = script(semAcquireLua, semLib)
-	semRelease  = script(semReleaseLua, semLib)
-	semSetLimit = script(semSetLimitLua, semLib)
-	semStats    = readOnly(semStatsLua, semLib)
+	// The fast paths go before the helpers, as the batch scripts run them.
+	semAcquire      = script(semFastLua+"\n"+semAcquireLua, semLib)
+	semRelease      = script(semFastLua+"\n"+semReleaseLua, semLib)
+	semAcquireBatch = newScript(fastOnly(semFastLua+"\n"+semAcquireBatchLua), false)
+	semReleaseBatch = newScript(fastOnly(semFastLua+"\n"+semReleaseBatchLua), false)
+	semSetLimit     = script(semSetLimitLua, semLib)
+	semStats        = readOnly(semStatsLua, semLib)
 
-	poolAcquire = script(poolAcquireLua, poolLib)
-	poolRelease = script(poolReleaseLua, poolLib)
-	poolMembers = script(poolMembersLua, poolLib)
-	poolStats   = readOnly(poolStatsLua, poolLib)
+	// pool_core.lua goes before the helpers (see its header).
+	poolAcquire      = script(poolCoreLua+"\n"+poolAcquireLua, poolLib)
+	poolRelease      = script(poolCoreLua+"\n"+poolReleaseLua, poolLib)
+	poolMembers      = script(poolCoreLua+"\n"+poolMembersLua, poolLib)
+	poolStats        = readOnly(poolCoreLua+"\n"+poolStatsLua, poolLib)
+	poolAcquireBatch = newScript(fastOnly(poolCoreLua+"\n"+poolAcquireBatchLua), false)
+	poolReleaseBatch = newScript(fastOnly(poolCoreLua+"\n"+poolReleaseBatchLua), false)
 
 	elCampaign = script(elCampaignLua, elLib)
 	elResign   = script(elResignLua, elLib)

@@ -72,12 +72,12 @@ func NewLane(ctx context.Context, opt rueidis.ClientOption) (*Lane, error) {
 	opt.AlwaysPipelining = false
 	opt.PipelineMultiplex = -1 // one connection: the one a call is on is l.conn
 	opt.DisableRetry = true    // leasehold retries what it can itself
-	// No background PING: one racing a call would switch the connection to
-	// pipelining for good (a lane call still returns at its ctx's end there,
-	// but pays for the pipelining goroutines). A dead idle connection is
-	// found by the next call instead, which fails as it would have on the
-	// shared client.
-	opt.Dialer.KeepAlive = -1
+	// rueidis' background PING stays (every Dialer.KeepAlive while idle):
+	// it keeps the connection from a server's idle timeout, and finds a
+	// dead one before a call does. A PING that races a call switches the
+	// connection to pipelining for good; a lane call still returns at its
+	// ctx's end there (rueidis itself selects on it), it only pays for the
+	// pipelining goroutines until the connection is next redialled.
 	opt.BlockingPoolSize = 1
 	c, err := NewClient(ctx, opt)
 	if err != nil {

@@ -156,3 +156,23 @@ func TestNoLaneOnCluster(t *testing.T) {
 		t.Fatal("a lane on Redis Cluster")
 	}
 }
+
+// TestLaneSurvivesIdleTimeout: a lane left idle longer than the server's
+// idle-client timeout is still there for the next call (rueidis' PING of
+// an idle connection keeps it), so that call does not fail.
+func TestLaneSurvivesIdleTimeout(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ctx := testutil.Ctx(t, 20*time.Second)
+	_, b, dials := laneClient(t, ctx, srv)
+	if err := srv.Do(t, "CONFIG", "SET", "timeout", "2").Error(); err != nil {
+		t.Fatal(err)
+	}
+	id := clientID(t, ctx, b)
+	time.Sleep(3500 * time.Millisecond) // the idle time under test, past the server's timeout
+	if got := clientID(t, ctx, b); got != id {
+		t.Fatalf("after 3.5s idle the lane is connection %d, not %d (dropped by the server's timeout)", got, id)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("the lane dialled %d times, want 1", n)
+	}
+}

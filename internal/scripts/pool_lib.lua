@@ -24,70 +24,11 @@
 -- The per-session hashes and the delay zset are not passed in KEYS (their
 -- names depend on the holders, or they are new): like every key here they
 -- carry the namespace hash tag, so they live in the same cluster slot.
-
-local function pool_free_one(b)
-  local k = redis.call('ZRANGE', b .. 'f', 0, 0)
-  return k[1]
-end
-
--- pool_mark_free makes key free as the most recently released member.
-local function pool_mark_free(b, key)
-  local score = now_us()
-  local top = redis.call('ZRANGE', b .. 'f', -1, -1, 'WITHSCORES')
-  if top[2] then
-    score = math.max(score, tonumber(top[2]) + 1)
-  end
-  redis.call('ZADD', b .. 'f', string.format('%.0f', score), key)
-end
-
-local function pool_is_free(b, key)
-  return redis.call('ZSCORE', b .. 'f', key) ~= false
-end
+-- The operations on one member (grant, release, free) are in pool_core.lua,
+-- which goes before the scripts' fast paths (see scripts.go).
 
 local function pool_is_member(b, key)
   return pool_is_free(b, key) or redis.call('HEXISTS', b .. 'h', key) == 1
-end
-
--- pool_grant makes hid the holder of free member key and returns its
--- token. hid's session's lock delay is recorded in its index (see "~ld"):
--- it still applies once that session's lease is gone.
-local function pool_grant(p, b, key, hid)
-  local sid = sid_of(hid)
-  local ld = redis.call('HGET', p .. K_LEASE .. sid, 'ld')
-  redis.call('ZREM', b .. 'f', key)
-  redis.call('HSET', b .. 'h', key, hid)
-  redis.call('HINCRBY', b .. 's', sid, 1)
-  if ld and ld ~= '0' then
-    redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, key, '~ld', ld)
-  else
-    redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, key)
-  end
-  local last = tonumber(redis.call('HGET', b .. 't', key) or '0')
-  local tok = math.max(last + 1, now_us())
-  redis.call('HSET', b .. 't', key, string.format('%.0f', tok))
-  return tok
-end
-
--- pool_unhold forgets that key is held (by hid); it does not make it free.
--- The session's index goes with its last member ("~ld" included).
-local function pool_unhold(b, key, hid)
-  local sid = sid_of(hid)
-  redis.call('HDEL', b .. 'h', key)
-  if redis.call('HINCRBY', b .. 's', sid, -1) <= 0 then
-    redis.call('HDEL', b .. 's', sid)
-    redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid, '~ld')
-  else
-    redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid)
-  end
-end
-
--- pool_held_by returns the member hid holds, or nil.
-local function pool_held_by(b, hid)
-  local k = redis.call('HGET', b .. K_POOL_INDEX .. sid_of(hid), hid)
-  if k and redis.call('HGET', b .. 'h', k) == hid then
-    return k
-  end
-  return nil
 end
 
 -- pool_reap returns the members of sessions whose lease is gone to the

@@ -6,6 +6,17 @@
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when neither: idempotent.
 local p, hid, q, b = ARGV[1], ARGV[2], KEYS[1], ARGV[6]
+
+-- Fast path, before the helpers exist (see scripts.go): see
+-- pool_release_fast in pool_core.lua.
+if ARGV[3] ~= '1' then
+  local r = pool_release_fast(q, b, hid)
+  if r then
+    return r
+  end
+end
+
+--@helpers
 if ARGV[3] == '1' then
   withdraw(p, hid)
 end

@@ -307,6 +307,16 @@ func (e Env) AcquireUntil(ctx context.Context, dl time.Time, r Resource, hid str
 			return res.g, res.err
 		}
 	}
+	if e.batchable(r) {
+		b, _ := e.batch.kindBatchers(r.Kind)
+		res, err := b.do(ctx, dl, kindCall{r: r, hid: hid, wait: wait})
+		if err != nil {
+			return Grant{}, err
+		}
+		if !res.slow {
+			return res.g, res.err
+		}
+	}
 	ctx, cancel := Until(ctx, dl)
 	defer cancel()
 	return e.acquire(ctx, r, hid, wait)
@@ -442,6 +452,16 @@ func (e Env) Release(ctx context.Context, r Resource, hid string, withdraw bool)
 func (e Env) ReleaseUntil(ctx context.Context, dl time.Time, r Resource, hid string, withdraw bool) (Released, error) {
 	if r.Kind == Mutex && !withdraw && e.batch != nil {
 		res, err := e.batch.release.do(ctx, dl, releaseCall{name: r.Name, hid: hid})
+		if err != nil {
+			return 0, err
+		}
+		if !res.slow {
+			return res.r, res.err
+		}
+	}
+	if !withdraw && e.batchable(r) {
+		_, b := e.batch.kindBatchers(r.Kind)
+		res, err := b.do(ctx, dl, kindCall{r: r, hid: hid})
 		if err != nil {
 			return 0, err
 		}

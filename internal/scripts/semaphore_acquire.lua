@@ -15,39 +15,14 @@
 -- common.lua).
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 
--- Fast path, before the helpers exist (see scripts.go): the caller's lease
--- exists with no grace pending (g = "0", see check_caller), hid is neither
--- withdrawn nor granted already, the stored limit is the caller's, the
--- permits fit without purging dead holders, the semaphore has a token and
--- nobody waits. Then grant as sem_grant would. Anything else takes the full
+-- Fast path, before the helpers exist (see scripts.go): see
+-- sem_acquire_fast in semaphore_fast.lua. Anything else takes the full
 -- path below.
 local lease = redis.call('HMGET', KEYS[4], 'g', 'x:' .. hid, 'ttl', 'ld')
 if lease[1] == '0' and not lease[2] then
-  local st = redis.call('HMGET', meta, 'limit', 'used', 'tok', 'set')
-  local n = tonumber(ARGV[6])
-  if st[1] == ARGV[7] and st[3] and tonumber(st[2] or '0') + n <= tonumber(st[1])
-      and not redis.call('HGET', holders, hid) and redis.call('LLEN', q) == 0 then
-    local tok, t = new_token(st[3])
-    -- The value records the lock delay, if any, as sem_grant does.
-    local v = ARGV[6] .. ':' .. tok
-    if lease[4] and lease[4] ~= '0' then
-      v = v .. ':' .. lease[4]
-    end
-    redis.call('HSET', holders, hid, v)
-    redis.call('HSET', meta, 'tok', tok, 'i', 2 * lease[3])
-    redis.call('HINCRBY', meta, 'used', ARGV[6])
-    -- Keep both keys at least held_ms, never less (sem_keep in
-    -- semaphore_lib.lua, spelled out: the helpers do not exist yet).
-    -- meta has an expiry here (it had a token, so a grant or a release
-    -- gave it one), unless an operator set the limit: it keeps none then.
-    local held = 2 * lease[3] + lease[4]
-    if redis.call('PEXPIRE', holders, held, 'NX') == 0 then
-      redis.call('PEXPIRE', holders, held, 'GT')
-    end
-    if not st[4] then
-      redis.call('PEXPIRE', meta, held, 'GT')
-    end
-    return {R_GRANTED, t}
+  local r = sem_acquire_fast(meta, holders, q, hid, ARGV[6], ARGV[7], lease[3], lease[4])
+  if r then
+    return r
   end
 end
 

@@ -8,41 +8,16 @@
 -- when neither: idempotent.
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 
--- Fast path, before the helpers exist (see scripts.go): a plain release
--- with nobody waiting (sem_serve would then grant nothing), unless it
--- leaves the semaphore idle during a lock delay (sem_idle keeps meta).
-local released = false
+-- Fast path, before the helpers exist (see scripts.go): see
+-- sem_release_fast in semaphore_fast.lua.
 if ARGV[6] ~= '1' then
-  local v = redis.call('HGET', holders, hid)
-  if v then
-    redis.call('HDEL', holders, hid)
-    redis.call('HINCRBY', meta, 'used', '-' .. string.match(v, '^(%d+)'))
-    if redis.call('LLEN', q) == 0 then
-      local delayed = false
-      if redis.call('EXISTS', holders) == 0 then
-        -- idle: kept 'i' ms (see common.lua), or for good when an operator
-        -- set the limit; a running lock delay (field delay) keeps it until
-        -- it ends, which sem_idle below sees to
-        local m = redis.call('HMGET', meta, 'i', 'set', 'delay')
-        delayed = m[3] and not m[2]
-        if m[1] and not m[2] and not m[3] then
-          redis.call('PEXPIRE', meta, m[1])
-        end
-      end
-      if not delayed then
-        return REL_FREED
-      end
-    end
-    released = true
+  local r = sem_release_fast(meta, holders, q, hid)
+  if r then
+    return r
   end
 end
 
 --@helpers
-if released then
-  sem_serve(p, meta, holders, q, ARGV[3], ARGV[4])
-  sem_idle(meta, holders, q)
-  return REL_FREED
-end
 if ARGV[6] == '1' then
   withdraw(p, hid)
 end

@@ -1,0 +1,63 @@
+-- semaphore_fast.lua: the fast paths of semaphore_acquire.lua and
+-- semaphore_release.lua, prepended to them before their helpers (see
+-- scripts.go) and to their batch scripts (see batch.go), which run them
+-- for several calls of one session at once. Each returns a reply, or nil
+-- when the full path must decide; nil means nothing was changed.
+
+-- sem_acquire_fast grants n permits (string n_s) to hid as sem_grant would,
+-- when that takes nothing else: the stored limit is the caller's, hid holds
+-- nothing yet, the permits fit without purging dead holders, the semaphore
+-- has a token and nobody waits. The caller checked hid's lease: it exists
+-- with no grace pending (g = "0", see check_caller) and hid is not
+-- withdrawn; ttl and ld are the lease's fields.
+local function sem_acquire_fast(meta, holders, q, hid, n_s, limit, ttl, ld)
+  local st = redis.call('HMGET', meta, 'limit', 'used', 'tok', 'set')
+  local n, used = tonumber(n_s), tonumber(st[2] or '0')
+  if st[1] ~= limit or not st[3] or used + n > tonumber(st[1])
+      or redis.call('HGET', holders, hid) or redis.call('LLEN', q) ~= 0 then
+    return nil
+  end
+  local tok, t = new_token(st[3])
+  -- The value records the lock delay, if any, as sem_grant does.
+  local v = n_s .. ':' .. tok
+  if ld and ld ~= '0' then
+    v = v .. ':' .. ld
+  end
+  redis.call('HSET', holders, hid, v)
+  redis.call('HSET', meta, 'tok', tok, 'i', 2 * ttl, 'used', used + n)
+  -- Keep both keys at least held_ms, never less (sem_keep in
+  -- semaphore_lib.lua, spelled out: the helpers do not exist yet). meta
+  -- has an expiry here (it had a token, so a grant or a release gave it
+  -- one), unless an operator set the limit: it keeps none then.
+  local held = 2 * ttl + ld
+  if redis.call('PEXPIRE', holders, held, 'NX') == 0 then
+    redis.call('PEXPIRE', holders, held, 'GT')
+  end
+  if not st[4] then
+    redis.call('PEXPIRE', meta, held, 'GT')
+  end
+  return {R_GRANTED, t}
+end
+
+-- sem_release_fast returns the permits of hid when that takes nothing
+-- else: hid holds them, nobody waits (sem_serve would grant nothing), and
+-- no lock delay is recorded (one might be running when the release leaves
+-- the semaphore idle, which sem_idle sees to).
+local function sem_release_fast(meta, holders, q, hid)
+  local v = redis.call('HGET', holders, hid)
+  if not v or redis.call('LLEN', q) ~= 0 then
+    return nil
+  end
+  local m = redis.call('HMGET', meta, 'i', 'set', 'delay')
+  if m[3] and not m[2] then
+    return nil
+  end
+  redis.call('HDEL', holders, hid)
+  redis.call('HINCRBY', meta, 'used', '-' .. string.match(v, '^(%d+)'))
+  if redis.call('EXISTS', holders) == 0 and m[1] and not m[2] then
+    -- Idle now: kept 'i' ms (see common.lua), or for good when an
+    -- operator set the limit.
+    redis.call('PEXPIRE', meta, m[1])
+  end
+  return REL_FREED
+end
