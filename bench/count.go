@@ -236,24 +236,35 @@ type countingConn struct {
 }
 
 func (w *countingConn) Write(b []byte) (int, error) {
-	if cmd, ok := firstArgs(b); ok {
+	if len(b) > 0 && b[0] == '*' {
 		w.c.trips.Add(1)
-		w.c.add(cmd)
+		if leaseRequest(b) {
+			w.c.lease.Add(1)
+		} else {
+			w.c.reqs.Add(1)
+		}
 	}
 	return w.Conn.Write(b)
 }
 
-// firstArgs returns the command name and the fourth argument (a script's
-// first key) of the RESP request array at the start of b, as isLease reads
-// them ("" where missing).
-func firstArgs(b []byte) ([]string, bool) {
-	if len(b) == 0 || b[0] != '*' {
-		return nil, false
+// leaseRequest is isLease for the RESP request array at the start of b,
+// read without allocating (it runs on every request of a measured run):
+// "*<n>", then "$<len>" and the value of each argument, CRLF-separated.
+func leaseRequest(b []byte) bool {
+	var part [9][]byte
+	rest := b
+	for i := range part {
+		j := bytes.Index(rest, crlf)
+		if j < 0 {
+			return false
+		}
+		part[i], rest = rest[:j], rest[j+2:]
 	}
-	parts := bytes.SplitN(b, []byte("\r\n"), 10)
-	cmd := make([]string, 4)
-	for i, j := 2, 0; i < len(parts) && j < 4; i, j = i+2, j+1 {
-		cmd[j] = string(parts[i])
+	switch string(part[2]) {
+	case "EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO":
+		return bytes.Contains(part[8], leaseInfix)
 	}
-	return cmd, true
+	return false
 }
+
+var crlf, leaseInfix = []byte("\r\n"), []byte("}:s:")

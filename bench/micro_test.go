@@ -245,9 +245,19 @@ func BenchmarkMutexTryLockBusyCancelable(b *testing.B) {
 	benchTryLockBusy(b, ctx)
 }
 
+// BenchmarkMutexTryLockBusyCancelableNoConn is
+// BenchmarkMutexTryLockBusyCancelable without the session's own connection
+// (see BenchmarkMutexLockReleaseCancelableNoConn).
+func BenchmarkMutexTryLockBusyCancelableNoConn(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchTryLockBusy(b, ctx, true)
+}
+
 // benchTryLockBusy times a failed TryLock with tctx.
-func benchTryLockBusy(b *testing.B, tctx context.Context) {
+func benchTryLockBusy(b *testing.B, tctx context.Context, noConn ...bool) {
 	e := newMicro(b)
+	e.noConn = len(noConn) > 0 && noConn[0]
 	s := e.session(session.Options{})
 	ctx := context.Background()
 	h, err := mutex.New(s, "busy").TryLock(ctx)

@@ -137,6 +137,11 @@ func (l *Lane) take() bool { return l != nil && l.busy.CompareAndSwap(false, tru
 // the lane back.
 func (l *Lane) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	defer l.busy.Store(false)
+	if _, ok := ctx.(direct); ok {
+		// Its only end is its deadline, which rueidis' socket deadline
+		// honours: nothing to interrupt.
+		return l.c.Do(ctx, cmd)
+	}
 	call := &laneCall{}
 	l.mu.Lock()
 	l.cur = call
