@@ -21,6 +21,7 @@ import (
 	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
+	"github.com/leasehold/leasehold/rwmutex"
 	"github.com/leasehold/leasehold/semaphore"
 	"github.com/leasehold/leasehold/session"
 )
@@ -79,6 +80,8 @@ func contenders() []contender {
 			note: "limit 1, weight 1; no peer has a semaphore"},
 		{name: "leasehold pool", group: "leasehold", open: openLeasehold("pool"),
 			note: "one member per pool; no peer has a pool"},
+		{name: "leasehold rwmutex", group: "leasehold", open: openLeasehold("rwmutex"),
+			note: "write (exclusive) Lock and Release; no peer has a read-write mutex"},
 		{name: "rueidislock", group: "peer", mutex: true, open: openRueidislock(0),
 			note: "defaults: KeyMajority 2 (3 keys), client-side caching for wake-ups"},
 		{name: "rueidislock KeyMajority 1", group: "peer", mutex: true, open: openRueidislock(1)},
@@ -279,6 +282,12 @@ func (p *lhProc) acquire(ctx context.Context, key string, wait bool) (*session.H
 			return pl.Acquire(ctx)
 		}
 		return pl.TryAcquire(ctx)
+	case "rwmutex":
+		m := rwmutex.New(p.s, key)
+		if wait {
+			return m.Lock(ctx)
+		}
+		return m.TryLock(ctx)
 	}
 	return nil, fmt.Errorf("unknown kind %q", p.kind)
 }

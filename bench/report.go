@@ -169,9 +169,12 @@ func (h *harness) targets() []target {
 		for _, m := range []struct {
 			name string
 			get  func(uncRow) float64
+			run  func(uncRow) uncRun
 		}{
-			{"uncontended serial lock+release", func(r uncRow) float64 { return r.SerialMed.OpsPerSec }},
-			{fmt.Sprintf("uncontended %d-goroutine lock+release", h.cfg.Workers), func(r uncRow) float64 { return r.ParallelMed.OpsPerSec }},
+			{"uncontended serial lock+release", func(r uncRow) float64 { return r.SerialMed.OpsPerSec },
+				func(r uncRow) uncRun { return r.SerialMed }},
+			{fmt.Sprintf("uncontended %d-goroutine lock+release", h.cfg.Workers), func(r uncRow) float64 { return r.ParallelMed.OpsPerSec },
+				func(r uncRow) uncRun { return r.ParallelMed }},
 		} {
 			best, bestName := 0.0, ""
 			for _, r := range h.res.Uncontended {
@@ -184,8 +187,51 @@ func (h *harness) targets() []target {
 				continue
 			}
 			x := m.get(l) / best
+			b, _ := h.row(bestName)
+			lr, br := m.run(l), m.run(b)
 			ts = append(ts, atLeast(m.name+" >= 1.0x the best peer", x, 1.0, "x",
-				fmt.Sprintf("%.2fx (%s vs %s, %s ops/s)", x, num(m.get(l)), bestName, num(best))))
+				fmt.Sprintf("%.2fx (%s vs %s, %s ops/s; p50 %s vs %s µs, p99 %s vs %s µs)", x, num(m.get(l)), bestName, num(best),
+					num(lr.P50us), num(br.P50us), num(lr.P99us), num(br.P99us))))
+		}
+		// CPU per serial lock+release against the lowest peer's (issue 28).
+		for _, m := range []struct {
+			name string
+			get  func(uncRun) float64
+		}{
+			{"client CPU", func(u uncRun) float64 { return u.ClientCPUus }},
+			{"Redis CPU", func(u uncRun) float64 { return u.SrvCPUus }},
+		} {
+			low, lowName := math.Inf(1), ""
+			for _, r := range h.res.Uncontended {
+				if r.Group == "peer" && r.Err == "" && len(r.Serial) > 0 && m.get(r.SerialMed) < low {
+					low, lowName = m.get(r.SerialMed), r.Contender
+				}
+			}
+			if lowName == "" {
+				continue
+			}
+			x := m.get(l.SerialMed) / low
+			ts = append(ts, atMost(fmt.Sprintf("%s per serial lock+release <= 1.1x the lowest peer's", m.name), x, 1.1, "x",
+				fmt.Sprintf("%.2fx (%s vs %s, %s µs)", x, num(m.get(l.SerialMed)), lowName, num(low))))
+		}
+		// The other kinds against the mutex, in the same run (issue 28).
+		for _, kind := range []string{"semaphore", "pool", "rwmutex"} {
+			k, ok := h.row("leasehold " + kind)
+			if !ok || k.Err != "" || len(k.Serial) == 0 {
+				continue
+			}
+			for _, m := range []struct {
+				name string
+				get  func(uncRow) float64
+				cmds float64
+			}{
+				{"serial", func(r uncRow) float64 { return r.SerialMed.OpsPerSec }, k.SerialMed.SrvCmdPerOp},
+				{fmt.Sprintf("%d-goroutine", h.cfg.Workers), func(r uncRow) float64 { return r.ParallelMed.OpsPerSec }, k.ParallelMed.SrvCmdPerOp},
+			} {
+				x := m.get(k) / m.get(l)
+				ts = append(ts, atLeast(fmt.Sprintf("uncontended %s %s >= 0.8x the mutex", kind, m.name), x, 0.8, "x",
+					fmt.Sprintf("%.2fx (%s vs %s ops/s; %.1f Redis commands per acquire+release)", x, num(m.get(k)), num(m.get(l)), m.cmds)))
+			}
 		}
 		cmds := l.SerialMed.SrvCmdPerOp
 		ts = append(ts, atMost("at most 8 Redis commands per uncontended lock+release", cmds, 8, " commands",
@@ -444,16 +490,17 @@ func (h *harness) markdown() string {
 			rawS, rawP = r.SerialMed.OpsPerSec, r.ParallelMed.OpsPerSec
 		}
 		fmt.Fprintf(&b, "## Uncontended lock+release\n\nSerial: one goroutine, one key. Parallel: %d goroutines on one client, each on its own key. %v window per run.\n\n", c.Workers, c.Duration)
-		t := newTable(&b, "contender", "serial ops/s", "x raw", "req/op", "srv cmd/op", "client CPU µs/op", "Redis CPU µs/op",
-			"parallel ops/s", "x raw", "req/op", "srv reads/op", "client CPU µs/op", "Redis CPU µs/op", "errors")
+		t := newTable(&b, "contender", "serial ops/s", "x raw", "p50 µs", "p99 µs", "req/op", "srv cmd/op", "client CPU µs/op", "Redis CPU µs/op",
+			"parallel ops/s", "x raw", "p50 µs", "p99 µs", "req/op", "srv reads/op", "client CPU µs/op", "Redis CPU µs/op", "errors")
 		for _, r := range h.res.Uncontended {
 			if r.Err != "" && len(r.Serial) == 0 {
 				t.row(r.Contender, "ERROR: "+r.Err)
 				continue
 			}
 			s, p := r.SerialMed, r.ParallelMed
-			t.row(r.Contender, num(s.OpsPerSec), ratio(s.OpsPerSec, rawS), num(s.ReqPerOp), num(s.SrvCmdPerOp), num(s.ClientCPUus), num(s.SrvCPUus),
-				num(p.OpsPerSec), ratio(p.OpsPerSec, rawP), num(p.ReqPerOp), num(p.SrvReadsPerOp), num(p.ClientCPUus), num(p.SrvCPUus), count(int(s.Errors+p.Errors)))
+			t.row(r.Contender, num(s.OpsPerSec), ratio(s.OpsPerSec, rawS), num(s.P50us), num(s.P99us), num(s.ReqPerOp), num(s.SrvCmdPerOp),
+				num(s.ClientCPUus), num(s.SrvCPUus), num(p.OpsPerSec), ratio(p.OpsPerSec, rawP), num(p.P50us), num(p.P99us), num(p.ReqPerOp),
+				num(p.SrvReadsPerOp), num(p.ClientCPUus), num(p.SrvCPUus), count(int(s.Errors+p.Errors)))
 		}
 		b.WriteString("\nRedis commands per serial lock+release (last round; commands inside scripts included):\n\n")
 		for _, r := range h.res.Uncontended {

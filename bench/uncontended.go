@@ -17,6 +17,8 @@ type uncRun struct {
 	SrvCmdPerOp float64 // server commands (inside scripts too) per lock+release
 	ClientCPUus float64 // bench process CPU per lock+release, µs
 	SrvCPUus    float64 // redis-server CPU per lock+release, µs
+	P50us       float64 // median time of one lock+release, µs
+	P99us       float64 // its 99th percentile, µs
 	// Socket reads Redis made per lock+release (INFO stats): below the
 	// request count when the client batched requests into one write.
 	SrvReadsPerOp float64
@@ -116,6 +118,7 @@ func (h *harness) uncontended(ctx context.Context, c contender, parallel bool, r
 		parked, wg     sync.WaitGroup
 		release        = make(chan struct{})
 		samples        errSamples
+		lat            latencies // of the counted lock+release pairs
 	)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -139,7 +142,9 @@ func (h *harness) uncontended(ctx context.Context, c contender, parallel bool, r
 			case <-wctx.Done():
 				return
 			}
+			var mine []time.Duration // merged into lat at the end: no lock per op
 			for !stop.Load() && wctx.Err() == nil {
+				t := time.Now()
 				if err := op(); err != nil {
 					if wctx.Err() == nil {
 						errs.Add(1)
@@ -148,8 +153,12 @@ func (h *harness) uncontended(ctx context.Context, c contender, parallel bool, r
 					}
 					continue
 				}
+				mine = append(mine, time.Since(t))
 				ops.Add(1)
 			}
+			lat.mu.Lock()
+			lat.d = append(lat.d, mine...)
+			lat.mu.Unlock()
 		})
 	}
 	fail := func(err error) (uncRun, error) {
@@ -195,7 +204,10 @@ func (h *harness) uncontended(ctx context.Context, c contender, parallel bool, r
 	}
 	srv := b.srv.sub(a.srv)
 	reqs := float64((b.reqs - b.lease) - (a.reqs - a.lease))
+	ds := lat.take()
 	return uncRun{
+		P50us:          us(pct(ds, 50)),
+		P99us:          us(pct(ds, 99)),
 		OpsPerSec:      o / d.Seconds(),
 		ReqPerOp:       reqs / o,
 		SrvCmdPerOp:    float64(srv.commands) / o,

@@ -1016,3 +1016,35 @@ func TestOneDedicateWhilePoolExhausted(t *testing.T) {
 		t.Fatalf("%d Dedicate calls; want 1", n)
 	}
 }
+
+// TestCloseAfterRestart: Close right after Redis restarted, with every
+// connection of the session's client (4 by default, each call picking one
+// at random) broken by the restart and none used since: its cleanup is
+// idempotent and tried again on a broken connection, so it succeeds.
+func TestCloseAfterRestart(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	o := testutil.ClientOption(srv.Addr())
+	o.PipelineMultiplex = 2 // rueidis' default for a single client: 4 connections
+	c, err := rueidis.NewClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 64 { // dial all four
+		if err := c.Do(ctx, c.B().Get().Key("{"+ns+"}:x").Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
+			t.Fatal(err)
+		}
+	}
+	srv.Kill()
+	srv.Restart()
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close after a restart: %v", err)
+	}
+}

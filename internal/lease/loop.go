@@ -531,7 +531,36 @@ func releaseAll(ctx context.Context, env scripts.Env, ps []pendingRelease) []err
 }
 
 // cleanup releases ps (handing each to its next waiter) and deletes the lease.
+//
+// Both are idempotent, so a failure that is not Redis' reply (a
+// connection that broke, as every idle one of a client does when Redis
+// restarts, each found dead only by the call that uses it) is tried again,
+// a few times (cleanupTries) within ctx.
 func cleanup(ctx context.Context, s *Session, ps []pendingRelease) error {
+	pause := 10 * time.Millisecond
+	for try := 1; ; try++ {
+		err := cleanupOnce(ctx, s, ps)
+		if _, reply := rueidis.IsRedisErr(err); err == nil || reply || try == cleanupTries || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		pause *= 2
+	}
+}
+
+// cleanupTries bounds the attempts of cleanup: a client has 4 connections
+// to one Redis by default (rueidis' PipelineMultiplex 2), and each call
+// picks one at random; with Redis down, every attempt fails at once, and
+// the pauses between them add 150 ms to Close.
+const cleanupTries = 5
+
+func cleanupOnce(ctx context.Context, s *Session, ps []pendingRelease) error {
 	var err error
 	if len(ps) > 0 {
 		for _, e := range releaseAll(ctx, s.env, ps) {

@@ -64,10 +64,10 @@ func (e Env) semReleaseFlight(ctx context.Context, rs []kindCall) []releaseResul
 		return out
 	}
 	keys := make([]string, 0, 3*len(rs))
-	args := make([]string, len(rs))
-	for i, r := range rs {
+	args := make([]string, 0, 2*len(rs))
+	for _, r := range rs {
 		keys = append(keys, e.semKeys(r.r.Name)...)
-		args[i] = r.hid
+		args = append(args, r.hid, strconv.FormatInt(r.r.N, 10))
 	}
 	res, werr := e.execWait(ctx, semReleaseBatch, keys, args)
 	return batchReleased(res, werr, len(rs))

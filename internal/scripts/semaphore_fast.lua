@@ -13,17 +13,20 @@
 local function sem_acquire_fast(meta, holders, q, hid, n_s, limit, ttl, ld)
   local st = redis.call('HMGET', meta, 'limit', 'used', 'tok', 'set')
   local n, used = tonumber(n_s), tonumber(st[2] or '0')
-  if st[1] ~= limit or not st[3] or used + n > tonumber(st[1])
-      or redis.call('HGET', holders, hid) or redis.call('LLEN', q) ~= 0 then
+  if st[1] ~= limit or not st[3] or used + n > tonumber(st[1]) or redis.call('LLEN', q) ~= 0 then
     return nil
   end
   local tok, t = new_token(st[3])
-  -- The value records the lock delay, if any, as sem_grant does.
+  -- The value records the lock delay, if any, as sem_grant does. HSETNX
+  -- writes nothing when hid holds permits already (a retried grant, which
+  -- the full path answers).
   local v = n_s .. ':' .. tok
   if ld and ld ~= '0' then
     v = v .. ':' .. ld
   end
-  redis.call('HSET', holders, hid, v)
+  if redis.call('HSETNX', holders, hid, v) == 0 then
+    return nil
+  end
   redis.call('HSET', meta, 'tok', tok, 'i', 2 * ttl, 'used', used + n)
   -- Keep both keys at least held_ms, never less (sem_keep in
   -- semaphore_lib.lua, spelled out: the helpers do not exist yet). meta
@@ -39,22 +42,22 @@ local function sem_acquire_fast(meta, holders, q, hid, n_s, limit, ttl, ld)
   return {R_GRANTED, t}
 end
 
--- sem_release_fast returns the permits of hid when that takes nothing
--- else: hid holds them, nobody waits (sem_serve would grant nothing), and
--- no lock delay is recorded (one might be running when the release leaves
--- the semaphore idle, which sem_idle sees to).
-local function sem_release_fast(meta, holders, q, hid)
-  local v = redis.call('HGET', holders, hid)
-  if not v or redis.call('LLEN', q) ~= 0 then
+-- sem_release_fast returns the n permits (string n_s, as granted) of hid
+-- when that takes nothing else: hid holds them, nobody waits (sem_serve
+-- would grant nothing), and no lock delay is recorded (one might be
+-- running when the release leaves the semaphore idle, which sem_idle sees
+-- to). "used" counts exactly the permits of the recorded holders when no
+-- lock delay is recorded (see semaphore_lib.lua), so it tells whether the
+-- release left the semaphore idle.
+local function sem_release_fast(meta, holders, q, hid, n_s)
+  if redis.call('LLEN', q) ~= 0 then
     return nil
   end
   local m = redis.call('HMGET', meta, 'i', 'set', 'delay')
-  if m[3] and not m[2] then
+  if (m[3] and not m[2]) or redis.call('HDEL', holders, hid) == 0 then
     return nil
   end
-  redis.call('HDEL', holders, hid)
-  redis.call('HINCRBY', meta, 'used', '-' .. string.match(v, '^(%d+)'))
-  if redis.call('EXISTS', holders) == 0 and m[1] and not m[2] then
+  if redis.call('HINCRBY', meta, 'used', '-' .. n_s) <= 0 and m[1] and not m[2] then
     -- Idle now: kept 'i' ms (see common.lua), or for good when an
     -- operator set the limit.
     redis.call('PEXPIRE', meta, m[1])
