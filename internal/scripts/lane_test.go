@@ -77,8 +77,9 @@ func TestLaneCarriesCancelableCalls(t *testing.T) {
 
 // TestLaneReturnsAtCancel: a lane call on a server that does not answer
 // returns when its ctx is canceled, long before its deadline (rueidis'
-// synchronous mode alone would wait for the deadline); the lane then
-// dials a new connection for the next call, which succeeds.
+// synchronous mode alone would wait for the deadline), also while it
+// redials; the lane then dials a new connection for the next call, which
+// succeeds.
 func TestLaneReturnsAtCancel(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ctx := testutil.Ctx(t, 20*time.Second)
@@ -107,14 +108,29 @@ func TestLaneReturnsAtCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled lane call: %v, want context.Canceled", err)
 	}
+	// The next call dials a new connection to the paused server: the
+	// connect succeeds (the kernel accepts), the handshake gets no reply.
+	// The interrupt ends that too.
+	hctx, hcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer hcancel()
+	htimer := time.AfterFunc(50*time.Millisecond, hcancel)
+	defer htimer.Stop()
+	start = time.Now()
+	err = b.Do(hctx, b.B().Ping().Build()).Error()
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("a lane call redialling a paused server, canceled after 50ms, returned after %v", el)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled lane call during a redial: %v, want context.Canceled", err)
+	}
 	srv.Cont()
 	stopped = false
 
 	if err := b.Do(ctx, b.B().Ping().Build()).Error(); err != nil {
 		t.Fatalf("the lane call after a canceled one: %v", err)
 	}
-	if n := dials.Load() - before; n != 1 {
-		t.Fatalf("the lane dialled %d times after the canceled call, want 1 (the canceled call's connection is dropped)", n)
+	if n := dials.Load() - before; n != 2 {
+		t.Fatalf("the lane dialled %d times after the canceled calls, want 2 (each canceled call's connection is dropped)", n)
 	}
 }
 
