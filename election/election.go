@@ -79,7 +79,7 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	hook.Unwrap(h).SetValue(scripts.Value(value))
 	ok, err := hook.Env(e.s).ElectionProclaim(ctx, e.name, h.ID(), value)
 	if err != nil {
-		return fmt.Errorf("election %q: proclaim: %w", e.name, err)
+		return fmt.Errorf("election %q: proclaim: %w", e.name, hook.Refusal(err))
 	}
 	if !ok {
 		return fmt.Errorf("election %q: %w", e.name, ErrNotLeader)
@@ -99,7 +99,7 @@ func (e *Election) Reset(ctx context.Context) (bool, error) {
 	}
 	hid, err := hook.Env(e.s).ElectionReset(ctx, e.name)
 	if err != nil {
-		return false, fmt.Errorf("election %q: reset: %w", e.name, err)
+		return false, fmt.Errorf("election %q: reset: %w", e.name, hook.Refusal(err))
 	}
 	return hid != "", nil
 }
@@ -122,7 +122,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 func (e *Election) read(ctx context.Context) (Leader, time.Duration, error) {
 	st, err := hook.Env(e.s).ElectionLeader(ctx, e.name)
 	if err != nil {
-		return Leader{}, 0, fmt.Errorf("election %q: leader: %w", e.name, err)
+		return Leader{}, 0, fmt.Errorf("election %q: leader: %w", e.name, hook.Refusal(err))
 	}
 	if st.HoldID == "" {
 		return Leader{}, 0, nil

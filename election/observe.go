@@ -2,10 +2,13 @@ package election
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/hook"
+	"github.com/leasehold/leasehold/session"
 )
 
 // Observer follows the leader of an election: C receives the leader every
@@ -27,9 +30,11 @@ type Observer struct {
 //
 // The observation ends, and the channel is closed, when ctx ends, when the
 // session ends, or at once when the name is invalid or the session has
-// ended already; Err then says which. Redis errors do not end it: reads and
-// subscriptions are retried with a growing pause (up to a second) for as
-// long as ctx and the session last. It runs in a goroutine owned by the
+// ended already; Err then says which. Redis errors do not end it (reads and
+// subscriptions are retried with a growing pause, up to a second, for as
+// long as ctx and the session last), except a refusal that retrying cannot
+// fix, such as a missing ACL permission: the observation then ends with
+// that error, which matches session.ErrRedisRefused. It runs in a goroutine owned by the
 // session, which Session.Close waits for.
 func (e *Election) Observer(ctx context.Context) *Observer {
 	o := &Observer{c: make(chan Leader, 1)}
@@ -41,8 +46,11 @@ func (e *Election) Observer(ctx context.Context) *Observer {
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		defer context.AfterFunc(sctx, func() { cancel(context.Cause(sctx)) })()
-		e.observe(ctx, o.c) // returns only once ctx has ended
-		o.end(context.Cause(ctx))
+		if err := e.observe(ctx, o.c); err != nil {
+			o.end(err)
+			return
+		}
+		o.end(context.Cause(ctx)) // observe returned nil: ctx has ended
 	})
 	if !started { // the session has ended (Go refuses only then)
 		o.end(context.Cause(e.s.Context()))
@@ -62,7 +70,9 @@ func (o *Observer) C() <-chan Leader { return o.c }
 //   - the session's end, an error matching session.ErrLeaseLost or
 //     session.ErrClosed, when the session ended first;
 //   - an error matching session.ErrInvalidName when the election's name is
-//     invalid (see session.CheckName).
+//     invalid (see session.CheckName);
+//   - an error matching session.ErrRedisRefused when Redis refused a read
+//     or the subscription for good (a missing ACL permission).
 func (o *Observer) Err() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -85,8 +95,10 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	return e.Observer(ctx).C()
 }
 
-// observe delivers the leader's changes to out until ctx ends.
-func (e *Election) observe(ctx context.Context, out chan Leader) {
+// observe delivers the leader's changes to out until ctx ends (it returns
+// nil then), or until Redis refuses a read or the subscription for good
+// (it returns that refusal).
+func (e *Election) observe(ctx context.Context, out chan Leader) error {
 	ch := hook.Env(e.s).K.ElectionChannel(e.name)
 	msgs := make(chan string, 1)
 	var last *Leader
@@ -106,8 +118,11 @@ func (e *Election) observe(ctx context.Context, out chan Leader) {
 		recheck := hook.Lease(e.s).Recheck()
 		stop, err := hook.Lease(e.s).Watch(ctx, ch, msgs)
 		if err != nil {
+			if err := hook.Refusal(err); errors.Is(err, session.ErrRedisRefused) {
+				return fmt.Errorf("election %q: observe: %w", e.name, err)
+			}
 			if !sleep(ctx, retry) {
-				return
+				return nil
 			}
 			retry = min(2*retry, time.Second)
 			continue
@@ -116,6 +131,10 @@ func (e *Election) observe(ctx context.Context, out chan Leader) {
 		// Read after subscribing: no change can fall in between.
 		for alive := true; alive; {
 			l, ttl, err := e.read(ctx)
+			if errors.Is(err, session.ErrRedisRefused) {
+				stop()
+				return err
+			}
 			next := time.Second
 			if err == nil {
 				deliver(l)
@@ -136,6 +155,7 @@ func (e *Election) observe(ctx context.Context, out chan Leader) {
 		}
 		stop()
 	}
+	return nil
 }
 
 // sleep waits d; it reports false when ctx ends first.

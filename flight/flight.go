@@ -177,7 +177,7 @@ func (g *Group) Forget(ctx context.Context, key string) error {
 	}
 	g.sf.Forget(key)
 	if _, err := hook.Env(g.s).FlightForget(ctx, name, g.keep(2*g.o.TTL)); err != nil {
-		return fmt.Errorf("flight: forget %q: %w", name, err)
+		return fmt.Errorf("flight: forget %q: %w", name, hook.Refusal(err))
 	}
 	return nil
 }
@@ -223,7 +223,7 @@ func (g *Group) do(ctx context.Context, name string, fn Func) ([]byte, error) {
 	env := hook.Env(g.s)
 	e, err := env.FlightGet(ctx, name)
 	if err != nil {
-		return nil, left(ctx, fmt.Errorf("flight: read %q: %w", name, err))
+		return nil, left(ctx, fmt.Errorf("flight: read %q: %w", name, hook.Refusal(err)))
 	}
 	if v, err, ok := cached(e); ok {
 		g.met.hit()

@@ -70,7 +70,7 @@ func (m *Mutex) Holder(ctx context.Context) (Holder, error) {
 	}
 	in, err := hook.Env(m.s).MutexInspect(ctx, m.name)
 	if err != nil {
-		return Holder{}, fmt.Errorf("mutex %q: %w", m.name, err)
+		return Holder{}, fmt.Errorf("mutex %q: %w", m.name, hook.Refusal(err))
 	}
 	sid := scripts.SessionOf(in.HoldID)
 	return Holder{Session: sid, Owner: in.Owner, Token: in.Token, TTL: in.TTL, Waiters: in.Waiters}, nil
@@ -85,7 +85,7 @@ func (m *Mutex) Reset(ctx context.Context) (bool, error) {
 	}
 	hid, err := hook.Env(m.s).MutexReset(ctx, m.name)
 	if err != nil {
-		return false, fmt.Errorf("mutex %q: reset: %w", m.name, err)
+		return false, fmt.Errorf("mutex %q: reset: %w", m.name, hook.Refusal(err))
 	}
 	return hid != "", nil
 }

@@ -58,7 +58,7 @@ func (p *Pool) change(ctx context.Context, op string, keys []string) error {
 		}
 	}
 	if _, _, err := hook.Env(p.s).PoolChange(ctx, p.name, op, keys); err != nil {
-		return fmt.Errorf("pool %q: %s: %w", p.name, op, scripts.Relabel(err, scripts.ErrNotMember, ErrNotMember))
+		return fmt.Errorf("pool %q: %s: %w", p.name, op, hook.Refusal(scripts.Relabel(err, scripts.ErrNotMember, ErrNotMember)))
 	}
 	return nil
 }
@@ -138,7 +138,7 @@ func (p *Pool) Stats(ctx context.Context) (Stats, error) {
 	}
 	st, err := hook.Env(p.s).PoolStats(ctx, p.name)
 	if err != nil {
-		return Stats{}, fmt.Errorf("pool %q: stats: %w", p.name, err)
+		return Stats{}, fmt.Errorf("pool %q: stats: %w", p.name, hook.Refusal(err))
 	}
 	out := Stats{Free: len(st.Free), Waiters: st.Waiters}
 	out.Members = append(out.Members, st.Free...)

@@ -117,7 +117,7 @@ func (m *RWMutex) Holders(ctx context.Context) (Status, error) {
 	}
 	in, err := hook.Env(m.s).RWMutexInspect(ctx, m.name)
 	if err != nil {
-		return Status{}, fmt.Errorf("rwmutex %q: %w", m.name, err)
+		return Status{}, fmt.Errorf("rwmutex %q: %w", m.name, hook.Refusal(err))
 	}
 	st := Status{Token: in.Token}
 	conv := func(h scripts.RWHolder) Holder {
@@ -146,7 +146,7 @@ func (m *RWMutex) Reset(ctx context.Context) (int, error) {
 	}
 	n, err := hook.Env(m.s).RWMutexReset(ctx, m.name)
 	if err != nil {
-		return 0, fmt.Errorf("rwmutex %q: reset: %w", m.name, err)
+		return 0, fmt.Errorf("rwmutex %q: reset: %w", m.name, hook.Refusal(err))
 	}
 	return n, nil
 }

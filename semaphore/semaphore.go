@@ -79,7 +79,7 @@ func (sem *Semaphore) SetLimit(ctx context.Context, limit int64) error {
 		return err
 	}
 	if _, err := sem.setLimit(ctx, limit); err != nil {
-		return fmt.Errorf("semaphore %q: set limit: %w", sem.name, err)
+		return fmt.Errorf("semaphore %q: set limit: %w", sem.name, hook.Refusal(err))
 	}
 	sem.limit.Store(limit)
 	return nil
@@ -95,7 +95,7 @@ func (sem *Semaphore) ClearLimit(ctx context.Context) error {
 		return err
 	}
 	if _, err := sem.setLimit(ctx, 0); err != nil {
-		return fmt.Errorf("semaphore %q: clear limit: %w", sem.name, err)
+		return fmt.Errorf("semaphore %q: clear limit: %w", sem.name, hook.Refusal(err))
 	}
 	return nil
 }
@@ -133,7 +133,7 @@ func (sem *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	}
 	st, err := hook.Env(sem.s).SemaphoreStats(ctx, sem.name)
 	if err != nil {
-		return Stats{}, fmt.Errorf("semaphore %q: stats: %w", sem.name, err)
+		return Stats{}, fmt.Errorf("semaphore %q: stats: %w", sem.name, hook.Refusal(err))
 	}
 	out := Stats{Limit: st.Limit, Set: st.Set, Waiters: st.Waiters}
 	for _, h := range st.Holders {

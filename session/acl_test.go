@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
+	"github.com/leasehold/leasehold/rwmutex"
 	"github.com/leasehold/leasehold/semaphore"
 	"github.com/leasehold/leasehold/session"
 )
@@ -363,4 +364,43 @@ func TestRefusedAtOnce(t *testing.T) {
 	start = time.Now()
 	_, err = session.Dial(ctx, testutil.ClientOption(srv.Addr()), o)
 	refused("Dial unauthenticated", err, start, "NOAUTH")
+}
+
+// TestRefusedReads: a user that may not run read-only scripts
+// (EVALSHA_RO) gets every inspection call's refusal as an error matching
+// session.ErrRedisRefused, and an election Observer ends with it instead
+// of retrying in silence.
+func TestRefusedReads(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	setUser(t, srv, "noro", append(minimalRules(ns), "-evalsha_ro", "-eval_ro")...)
+	s, err := dialAs(ctx, t, srv.Addr(), "noro", session.Options{Namespace: ns, TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		var re *rueidis.RedisError
+		if !errors.Is(err, session.ErrRedisRefused) || !errors.As(err, &re) {
+			t.Errorf("%s = %v; want an error matching session.ErrRedisRefused wrapping Redis' refusal", what, err)
+		}
+	}
+	_, err = mutex.New(s, "m").Holder(ctx)
+	refused("mutex Holder", err)
+	_, err = rwmutex.New(s, "rw").Holders(ctx)
+	refused("rwmutex Holders", err)
+	_, err = semaphore.New(s, "s", 2).Stats(ctx)
+	refused("semaphore Stats", err)
+	_, err = pool.New(s, "p").Stats(ctx)
+	refused("pool Stats", err)
+	_, err = election.New(s, "e").Leader(ctx)
+	refused("election Leader", err)
+
+	o := election.New(s, "e").Observer(ctx)
+	for range o.C() {
+		t.Error("an observer whose reads are refused delivered a leader")
+	}
+	refused("election Observer", o.Err())
 }

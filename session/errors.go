@@ -50,8 +50,11 @@ var (
 	// retrying cannot fix: the user lacks a permission (NOPERM), the client
 	// is not authenticated (NOAUTH, WRONGPASS), the server does not know the
 	// command, or the node is a read-only replica (READONLY). Dial, New and
-	// the calls that wait return it at once rather than retrying. The error
-	// also wraps Redis' reply: errors.As finds the *rueidis.RedisError.
+	// the calls that wait return it at once rather than retrying; every
+	// other call that reads or writes Redis (Holder, Stats, Leader, Reset,
+	// SetLimit, ...) returns such a refusal as an error matching it too, and
+	// an election Observer ends with it. The error also wraps Redis' reply:
+	// errors.As finds the *rueidis.RedisError.
 	ErrRedisRefused = lease.ErrRedisRefused
 
 	// ErrManagerClosed is returned by a Manager's methods after Close.

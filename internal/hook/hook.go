@@ -18,6 +18,11 @@ func Lease(s *session.Session) *lease.Session { return lease.Of(s) }
 // Env returns what s's primitives need to run their scripts.
 func Env(s *session.Session) scripts.Env { return lease.Of(s).Env() }
 
+// Refusal returns err matching session.ErrRedisRefused when Redis refused
+// the call for a reason retrying cannot fix (see lease.Refusal): every
+// primitive's call that reads or writes Redis returns its error through it.
+func Refusal(err error) error { return lease.Refusal(err) }
+
 // Unwrap returns the hold behind h.
 func Unwrap(h *session.Hold) *lease.Hold { return lease.HoldOf(h) }
 

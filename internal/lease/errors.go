@@ -47,8 +47,11 @@ var (
 	// retrying cannot fix: the user lacks a permission (NOPERM), the client
 	// is not authenticated (NOAUTH, WRONGPASS), the server does not know the
 	// command, or the node is a read-only replica (READONLY). Dial, New and
-	// the calls that wait return it at once rather than retrying. The error
-	// also wraps Redis' reply: errors.As finds the *rueidis.RedisError.
+	// the calls that wait return it at once rather than retrying; every
+	// other call that reads or writes Redis (Holder, Stats, Leader, Reset,
+	// SetLimit, ...) returns such a refusal as an error matching it too, and
+	// an election Observer ends with it. The error also wraps Redis' reply:
+	// errors.As finds the *rueidis.RedisError.
 	ErrRedisRefused = errors.New("session: refused by Redis")
 )
 
@@ -60,6 +63,16 @@ func redisErr(what string, err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrRedisRefused, what, err)
 	}
 	return fmt.Errorf("session: %s: %w", what, err)
+}
+
+// Refusal returns err marked as ErrRedisRefused (it matches it, and still
+// wraps err) when Redis refused the call for a reason retrying cannot fix
+// (see scripts.Refused), else err itself.
+func Refusal(err error) error {
+	if scripts.Refused(err) && !errors.Is(err, ErrRedisRefused) {
+		return fmt.Errorf("%w: %w", ErrRedisRefused, err)
+	}
+	return err
 }
 
 // graceErr is the error of a call that does not wait, refused during a
