@@ -84,16 +84,17 @@ type Options struct {
 	// Conn, when set, gives the session a connection of its own to the
 	// same Redis as its client, dialled with these options (the session
 	// forces what it needs: one connection, no client-side caching, no
-	// retries), for the calls whose ctx can be
-	// canceled: a call that finds it idle writes its request and reads the
+	// retries). A call that finds it idle writes its request and reads the
 	// reply on the caller's goroutine, instead of being handed to another
-	// goroutine and back, which costs a serial call about a third more
-	// client CPU (docs/performance.md). A call whose ctx ends while it is
-	// on the connection still returns at once: the connection is then
-	// dropped, and the next call dials another. Dial sets Conn to its own
-	// options. Only for a standalone Redis (a client whose Mode is
-	// rueidis.ClientModeStandalone): with Sentinel or Cluster a client
-	// holds a connection per node, and the session ignores Conn. nil: none.
+	// goroutine and back when its ctx can be canceled: about a quarter
+	// less client CPU per call (docs/performance.md, "Issue 28"). A call
+	// whose ctx ends while it is on the connection still returns at once:
+	// the connection is then dropped, and the next call dials another. The
+	// session closes it in Close; it costs one more TCP connection per
+	// session. Dial sets Conn to its own options. Only for a standalone
+	// Redis (a client whose Mode is rueidis.ClientModeStandalone): with
+	// Sentinel or Cluster a client holds a connection per node, and the
+	// session ignores Conn. nil: none.
 	Conn *rueidis.ClientOption
 }
 

@@ -17,7 +17,8 @@ import (
 // reply itself), with no goroutine between the call and its reply. The
 // session's shared client serves such a call through Bound's hand-over to
 // another goroutine, or rueidis' pipelining goroutines, either of which
-// costs a serial call about a third more client CPU (docs/performance.md).
+// costs a serial call about a quarter more client CPU (docs/performance.md,
+// "Issue 28").
 //
 // rueidis' synchronous mode honours a ctx's deadline (a socket deadline) but
 // not its cancellation. The lane adds that: when the call's ctx ends, it
@@ -114,11 +115,12 @@ func NewClient(ctx context.Context, opt rueidis.ClientOption) (rueidis.Client, e
 				d.c.Close()
 			}
 		}()
-		return nil, ctx.Err()
+		return nil, context.Cause(ctx)
 	}
 }
 
-// Close closes the lane's client. Calls on the lane must have returned.
+// Close closes the lane's client; a call still on the lane fails (rueidis'
+// ErrClosing).
 func (l *Lane) Close() {
 	if l != nil {
 		l.c.Close()
