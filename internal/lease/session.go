@@ -68,10 +68,7 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 	if err != nil {
 		return nil, err
 	}
-	opt.DisableCache = true
-	if opt.ConnWriteTimeout == 0 {
-		opt.ConnWriteTimeout = o.TTL / 2
-	}
+	opt = clientOptions(opt, o.TTL)
 	if o.Conn == nil {
 		lo := opt
 		o.Conn = &lo
@@ -86,6 +83,19 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 		return nil, err
 	}
 	return s, nil
+}
+
+// clientOptions returns opt as the session needs a client it builds: no
+// client-side caching (leasehold uses none, and with it on rueidis cannot
+// connect to a server without RESP3 or CLIENT TRACKING), and unless set, a
+// ConnWriteTimeout of TTL/2, so that a stalled server is noticed within the
+// lease rather than after rueidis' default of 10s.
+func clientOptions(opt rueidis.ClientOption, ttl time.Duration) rueidis.ClientOption {
+	opt.DisableCache = true
+	if opt.ConnWriteTimeout == 0 {
+		opt.ConnWriteTimeout = ttl / 2
+	}
+	return opt
 }
 
 // New is session.New.
@@ -109,12 +119,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 	}
 	var lane *scripts.Lane
 	if o.Conn != nil && c.Mode() == rueidis.ClientModeStandalone { // see scripts.Lane
-		lo := *o.Conn
-		lo.DisableCache = true
-		if lo.ConnWriteTimeout == 0 {
-			lo.ConnWriteTimeout = o.TTL / 2
-		}
-		if lane, err = scripts.NewLane(ctx, lo); err != nil {
+		if lane, err = scripts.NewLane(ctx, clientOptions(*o.Conn, o.TTL)); err != nil {
 			return nil, redisErr("dial the session's connection", err)
 		}
 	}

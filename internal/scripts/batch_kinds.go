@@ -36,76 +36,61 @@ func (b *batches) kindBatchers(k Kind) (acquire *batcher[kindCall, attemptResult
 	return b.semAcquire, b.semRelease
 }
 
-// semAcquireFlight sends one flight of semaphore acquire attempts: alone,
-// the single script; together, semaphore_acquire_batch.lua.
-func (e Env) semAcquireFlight(ctx context.Context, as []kindCall) []attemptResult {
-	out := make([]attemptResult, len(as))
+// kindAcquireFlight sends one flight of acquire attempts of the kind of
+// batch: alone, the single script; together, batch with KEYS[1] the
+// caller's lease and the keys and arguments add gives each attempt.
+func (e Env) kindAcquireFlight(ctx context.Context, as []kindCall, batch *Script,
+	add func(keys, args []string, a kindCall) ([]string, []string)) []attemptResult {
 	if len(as) == 1 {
-		out[0].g, out[0].err = e.acquire(ctx, as[0].r, as[0].hid, as[0].wait)
-		return out
+		g, err := e.acquire(ctx, as[0].r, as[0].hid, as[0].wait)
+		return []attemptResult{{g: g, err: err}}
 	}
-	keys := make([]string, 1, 1+3*len(as))
-	args := make([]string, 0, 3*len(as))
-	keys[0] = e.K.Lease(SessionOf(as[0].hid))
+	keys, args := []string{e.K.Lease(SessionOf(as[0].hid))}, []string(nil)
 	for _, a := range as {
-		keys = append(keys, e.semKeys(a.r.Name)...)
-		args = append(args, a.hid, strconv.FormatInt(a.r.N, 10), strconv.FormatInt(a.r.Limit, 10))
+		keys, args = add(keys, args, a)
 	}
-	res, werr := e.execWait(ctx, semAcquireBatch, keys, args)
+	res, werr := e.execWait(ctx, batch, keys, args)
 	return batchGrants(res, werr, len(as), func(i int) string { return as[i].r.Name })
 }
 
-// semReleaseFlight sends one flight of semaphore releases: alone, the
-// single script; together, semaphore_release_batch.lua.
-func (e Env) semReleaseFlight(ctx context.Context, rs []kindCall) []releaseResult {
-	out := make([]releaseResult, len(rs))
+// kindReleaseFlight is kindAcquireFlight for releases (no lease key).
+func (e Env) kindReleaseFlight(ctx context.Context, rs []kindCall, batch *Script,
+	add func(keys, args []string, r kindCall) ([]string, []string)) []releaseResult {
 	if len(rs) == 1 {
-		out[0].r, out[0].err = e.release(ctx, rs[0].r, rs[0].hid, false)
-		return out
+		n, err := e.release(ctx, rs[0].r, rs[0].hid, false)
+		return []releaseResult{{r: n, err: err}}
 	}
-	keys := make([]string, 0, 3*len(rs))
-	args := make([]string, 0, 2*len(rs))
+	var keys, args []string
 	for _, r := range rs {
-		keys = append(keys, e.semKeys(r.r.Name)...)
-		args = append(args, r.hid, strconv.FormatInt(r.r.N, 10))
+		keys, args = add(keys, args, r)
 	}
-	res, werr := e.execWait(ctx, semReleaseBatch, keys, args)
+	res, werr := e.execWait(ctx, batch, keys, args)
 	return batchReleased(res, werr, len(rs))
 }
 
-// poolAcquireFlight sends one flight of pool acquire attempts: alone, the
-// single script; together, pool_acquire_batch.lua.
+// The flights of the semaphore (semaphore_*_batch.lua) and the pool
+// (pool_*_batch.lua): what each attempt or release adds to the batch.
+func (e Env) semAcquireFlight(ctx context.Context, as []kindCall) []attemptResult {
+	return e.kindAcquireFlight(ctx, as, semAcquireBatch, func(keys, args []string, a kindCall) ([]string, []string) {
+		return append(keys, e.semKeys(a.r.Name)...),
+			append(args, a.hid, strconv.FormatInt(a.r.N, 10), strconv.FormatInt(a.r.Limit, 10))
+	})
+}
+
+func (e Env) semReleaseFlight(ctx context.Context, rs []kindCall) []releaseResult {
+	return e.kindReleaseFlight(ctx, rs, semReleaseBatch, func(keys, args []string, r kindCall) ([]string, []string) {
+		return append(keys, e.semKeys(r.r.Name)...), append(args, r.hid, strconv.FormatInt(r.r.N, 10))
+	})
+}
+
 func (e Env) poolAcquireFlight(ctx context.Context, as []kindCall) []attemptResult {
-	out := make([]attemptResult, len(as))
-	if len(as) == 1 {
-		out[0].g, out[0].err = e.acquire(ctx, as[0].r, as[0].hid, as[0].wait)
-		return out
-	}
-	keys := make([]string, 1, 1+len(as))
-	args := make([]string, 0, 3*len(as))
-	keys[0] = e.K.Lease(SessionOf(as[0].hid))
-	for _, a := range as {
-		keys = append(keys, e.K.Queue(Pool, a.r.Name))
-		args = append(args, a.hid, e.K.PoolBase(a.r.Name), a.r.Key)
-	}
-	res, werr := e.execWait(ctx, poolAcquireBatch, keys, args)
-	return batchGrants(res, werr, len(as), func(i int) string { return as[i].r.Name })
+	return e.kindAcquireFlight(ctx, as, poolAcquireBatch, func(keys, args []string, a kindCall) ([]string, []string) {
+		return append(keys, e.K.Queue(Pool, a.r.Name)), append(args, a.hid, e.K.PoolBase(a.r.Name), a.r.Key)
+	})
 }
 
-// poolReleaseFlight sends one flight of pool releases: alone, the single
-// script; together, pool_release_batch.lua.
 func (e Env) poolReleaseFlight(ctx context.Context, rs []kindCall) []releaseResult {
-	out := make([]releaseResult, len(rs))
-	if len(rs) == 1 {
-		out[0].r, out[0].err = e.release(ctx, rs[0].r, rs[0].hid, false)
-		return out
-	}
-	keys := make([]string, len(rs))
-	args := make([]string, 0, 2*len(rs))
-	for i, r := range rs {
-		keys[i] = e.K.Queue(Pool, r.r.Name)
-		args = append(args, r.hid, e.K.PoolBase(r.r.Name))
-	}
-	res, werr := e.execWait(ctx, poolReleaseBatch, keys, args)
-	return batchReleased(res, werr, len(rs))
+	return e.kindReleaseFlight(ctx, rs, poolReleaseBatch, func(keys, args []string, r kindCall) ([]string, []string) {
+		return append(keys, e.K.Queue(Pool, r.r.Name)), append(args, r.hid, e.K.PoolBase(r.r.Name))
+	})
 }

@@ -38,17 +38,17 @@ type Lane struct {
 	c    rueidis.Client
 	busy atomic.Bool // a call is on the lane
 
-	mu   sync.Mutex // guards conn and cur
+	mu   sync.Mutex // guards conn, seq and on
 	conn net.Conn   // the connection last dialled (one wire: PipelineMultiplex -1)
-	cur  *laneCall  // the call on the lane, nil when idle
+	seq  uint64     // numbers the calls on the lane
+	on   bool       // call seq is on the lane
 }
 
-// laneCall is one call on a lane; only its identity matters.
-type laneCall struct{ _ byte }
-
 // NewLane dials the lane of a session with opt, the options of a client
-// for the same Redis as the session's: it returns nil, nil when that Redis
-// is not a standalone server (see Lane). ctx bounds the dial.
+// for the same Redis as the session's, as the session sets them for a
+// client it builds (no client-side caching, see lease's clientOptions): it
+// returns nil, nil when that Redis is not a standalone server (see Lane).
+// ctx bounds the dial.
 func NewLane(ctx context.Context, opt rueidis.ClientOption) (*Lane, error) {
 	l := &Lane{}
 	dial := opt.DialCtxFn
@@ -69,7 +69,6 @@ func NewLane(ctx context.Context, opt rueidis.ClientOption) (*Lane, error) {
 		}
 		return c, err
 	}
-	opt.DisableCache = true
 	opt.AlwaysPipelining = false
 	opt.PipelineMultiplex = -1 // one connection: the one a call is on is l.conn
 	opt.DisableRetry = true    // leasehold retries what it can itself
@@ -144,15 +143,16 @@ func (l *Lane) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResul
 		// honours: nothing to interrupt.
 		return l.c.Do(ctx, cmd)
 	}
-	call := &laneCall{}
 	l.mu.Lock()
-	l.cur = call
+	l.seq++
+	call := l.seq
+	l.on = true
 	l.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { l.interrupt(call) })
 	r := l.c.Do(ctx, cmd)
 	stop()
 	l.mu.Lock()
-	l.cur = nil // an interrupt that runs from now on finds another call, or none
+	l.on = false // an interrupt that runs from now on finds another call, or none
 	l.mu.Unlock()
 	if err := ctx.Err(); err != nil && r.NonRedisError() != nil {
 		return rueidis.NewErrorResult(err) // as rueidis reports a ctx that ended
@@ -164,10 +164,10 @@ func (l *Lane) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResul
 // a deadline in the past on its connection. rueidis sets a socket deadline
 // of its own before each synchronous call, so a connection that survives
 // this (the call had just ended) is not affected later.
-func (l *Lane) interrupt(call *laneCall) {
+func (l *Lane) interrupt(call uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cur == call && l.conn != nil {
+	if l.on && l.seq == call && l.conn != nil {
 		_ = l.conn.SetDeadline(time.Unix(1, 0))
 	}
 }
