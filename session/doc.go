@@ -12,13 +12,25 @@
 //	<-h.Done()                        // released, closed, taken away, or the lease lost
 //	why := context.Cause(h.Context()) // ErrReleased, ErrClosed, or an error matching ErrLost
 //
-// A Session is one lease with a TTL, renewed by one heartbeat goroutine. The
-// mutexes, semaphore permits, pool members and election leaderships a
-// session takes (packages mutex, semaphore, pool, election) are Holds: each
-// has a fencing token and a context that is canceled when the hold ends.
-// However many holds a session has, it sends one request per heartbeat, and
-// that request costs Redis O(1): a hold is valid while its resource records
-// it and its session's lease exists.
+// A Session is one lease with a TTL, renewed by a heartbeat every
+// Options.Heartbeat. The mutexes, read-write mutex holds, semaphore permits,
+// pool members and election leaderships a session takes (packages mutex,
+// rwmutex, semaphore, pool, election) are Holds: each has a fencing token
+// and a context that is canceled when the hold ends. However many holds a
+// session has, it sends one request per heartbeat, and a hold is valid
+// while its resource records it and its session's lease exists, so
+// renewing the lease renews them all. That request costs Redis
+// O(1 + revoked + keys), not O(holds): it also reports the holds taken
+// away since the last one, and extends the expiry of the keys that are due
+// for it, each hold's every few heartbeats and each wait's every time (see
+// docs/protocol.md).
+//
+// The heartbeat runs on a helper goroutine of the session's loop
+// goroutine, which owns the local deadline; the session also runs a
+// goroutine that hands its log records to the Logger, helpers for pending
+// releases and for the notification subscription while one is needed, and,
+// while its calls overlap, the goroutines that send them together
+// (docs/design.md, "The session actor", lists them all).
 //
 // # Guarantees and limits
 //
