@@ -164,7 +164,7 @@ func notMeasured(name, why string) target {
 func (h *harness) targets() []target {
 	var ts []target
 	// Speed targets are ratios against the best peer measured in the same
-	// run (issue 20): that is the choice a user makes.
+	// run: that is the choice a user makes.
 	if l, ok := h.row(lh); ok {
 		for _, m := range []struct {
 			name string
@@ -193,7 +193,7 @@ func (h *harness) targets() []target {
 				fmt.Sprintf("%.2fx (%s vs %s, %s ops/s; p50 %s vs %s µs, p99 %s vs %s µs)", x, num(m.get(l)), bestName, num(best),
 					num(lr.P50us), num(br.P50us), num(lr.P99us), num(br.P99us))))
 		}
-		// CPU per serial lock+release against the lowest peer's (issue 28).
+		// CPU per serial lock+release against the lowest peer's.
 		for _, m := range []struct {
 			name string
 			get  func(uncRun) float64
@@ -214,7 +214,7 @@ func (h *harness) targets() []target {
 			ts = append(ts, atMost(fmt.Sprintf("%s per serial lock+release <= 1.1x the lowest peer's", m.name), x, 1.1, "x",
 				fmt.Sprintf("%.2fx (%s vs %s, %s µs)", x, num(m.get(l.SerialMed)), lowName, num(low))))
 		}
-		// The other kinds against the mutex, in the same run (issue 28).
+		// The other kinds against the mutex, in the same run.
 		for _, kind := range []string{"semaphore", "pool", "rwmutex"} {
 			k, ok := h.row("leasehold " + kind)
 			if !ok || k.Err != "" || len(k.Serial) == 0 {
@@ -303,7 +303,7 @@ func (h *harness) targets() []target {
 				lc.Med.AcqPerSec/bestAcq, num(lc.Med.AcqPerSec), bestAcqName, num(bestAcq))
 			ts = append(ts, t)
 		}
-		// Issue 28: hand-offs/s at least 1.5x every peer's, a spinning one
+		// The target: hand-offs/s at least 1.5x every peer's, a spinning one
 		// included, and Redis CPU per hand-off at most half of every peer's.
 		worst, worstName := math.Inf(1), ""
 		cpuWorst, cpuWorstName, cpuPeer := math.Inf(1), "", 0.0
@@ -326,7 +326,7 @@ func (h *harness) targets() []target {
 			ts = append(ts, atMost("Redis CPU per contended hand-off <= 0.5x every peer's", cpuWorst, 0.5, "x",
 				fmt.Sprintf("%.2fx the lowest (%s: %s vs %s µs per hand-off)", cpuWorst, cpuWorstName, num(lcCPU), num(cpuPeer))))
 		}
-		// The issue defines one round trip as the p50 of a failed TryLock in
+		// One round trip is defined as the p50 of a failed TryLock in
 		// the same run. The run has two: timed under the load the gap is
 		// measured in (contended scenario), and on an idle server (trylock
 		// scenario). Both are judged, each in its own row.

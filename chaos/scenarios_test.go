@@ -27,7 +27,7 @@ var scenarios = []Scenario{
 		Liveness: 2*time.Second + 2*time.Second + 3*time.Second,
 		Nemesis:  KillRestart(0, time.Millisecond, 5*time.Second),
 	},
-	// Issue 27: no configuration the library accepts may grant twice. Half
+	// No configuration the library accepts may grant twice. Half
 	// the holders with TTL 1s, half with 3s, all with RestartGrace 3s (the
 	// namespace's grace must cover the longest TTL).
 	{

@@ -52,10 +52,10 @@
 // SetTTL gives the value a TTL; the mark does not expire, and neither does
 // it go with Delete: a stale holder must find it whenever it wakes, or it
 // could create the key again. So every key ever written leaves its mark
-// behind: one Redis string holding an integer. Measured on Redis 7.0,
-// 100,000 marks with 28-byte key names took 10.5 MB of used_memory, about
-// 105 bytes each (MEMORY USAGE says 72 for one); a million keys written
-// once keep about 100 MB after their values have expired. Delete marks of keys that will
+// behind: one Redis string holding an integer, on the order of a hundred
+// bytes of Redis memory with a short key name (MEMORY USAGE reports the
+// exact size), so a million keys written once keep on the order of 100 MB
+// after their values have expired. Delete marks of keys that will
 // never be used again yourself when no stale holder can be left (e.g. DEL
 // {fence:...}:hi a day later), or use a store name per period.
 //

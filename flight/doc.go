@@ -47,8 +47,7 @@
 // The hand-off through waiters is serial: each waiting process, in turn,
 // is handed the mutex, reads the value and releases (two round trips and a
 // wake-up), so the last of N waiting processes gets the value about 2N round
-// trips after it was stored (measured on 2 shared cores: 7 hand-offs in
-// 10-14ms, 18-32ms under the race detector; see docs/flight.md).
+// trips after it was stored (docs/flight.md has the measured figures).
 //
 // Values are byte slices of at most Options.MaxValue (1 MiB by default),
 // stored in one Redis hash {ns}:f:<group>:<key> in the namespace's slot,

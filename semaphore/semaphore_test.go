@@ -731,9 +731,9 @@ func cmdCalls(t *testing.T, ctx context.Context, c rueidis.Client, cmd string) i
 // TestWaiterKeepsItsPlaceWhenLimitChanges: a waiter queued under limit 3
 // whose fallback re-check runs after another client grew the limit to 4
 // keeps waiting (its request still fits the new limit) and is granted on
-// the next release. Before the fix the re-check failed with
-// ErrLimitMismatch and left the entry queued, so the release then granted
-// permits to a hold id nobody had: leaked until the session ended.
+// the next release. A re-check failing with ErrLimitMismatch would leave
+// the entry queued, and the release would then grant permits to a hold id
+// nobody has: leaked until the session ends.
 func TestWaiterKeepsItsPlaceWhenLimitChanges(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{}) // own server: commandstats are ours
 	ns := redistest.Namespace(t)
@@ -786,8 +786,8 @@ func TestWaiterKeepsItsPlaceWhenLimitChanges(t *testing.T) {
 // TestShrinkBelowQueuedRequest: when SetLimit shrinks the limit below what
 // the waiter at the head asks for, that request can never be served; it
 // fails with ErrLimitMismatch at once instead of blocking everyone behind
-// it, and the requests behind that fit are served. Before the fix the head
-// stayed queued for good and the whole queue starved.
+// it, and the requests behind that fit are served. A head left queued
+// would starve the whole queue for good.
 func TestShrinkBelowQueuedRequest(t *testing.T) {
 	addr := redistest.Addr(t)
 	ns := redistest.Namespace(t)

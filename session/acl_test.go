@@ -63,7 +63,7 @@ func dialAs(ctx context.Context, t *testing.T, addr, user string, o session.Opti
 // TestACLNamespaceUser: every primitive works under a Redis ACL user limited
 // to the namespace's keys and channels, with the minimal command list
 // (scripts.ACLCommands: no INFO, so a fresh namespace gets the whole restart
-// grace) and with issue 16's rule "+@all -@dangerous". Waits are handed
+// grace) and with the common rule "+@all -@dangerous". Waits are handed
 // over (PUBLISH, SUBSCRIBE), operators' resets and removals reach the
 // holders, and the read-only scripts (EVALSHA_RO) run.
 func TestACLNamespaceUser(t *testing.T) {

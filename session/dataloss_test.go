@@ -16,9 +16,9 @@ import (
 	"github.com/leasehold/leasehold/session"
 )
 
-// Deterministic regressions of issue 27's recipes: configurations that
-// session.New accepted and that granted one mutex to two sessions after
-// Redis lost its data, or after a failover without ReplicaAck.
+// Deterministic regressions: configurations that would grant one mutex to
+// two sessions after Redis lost its data, or after a failover without
+// ReplicaAck, unless session.New refuses them or the session detects it.
 
 // dialNoMark opens a session on addr without marking the namespace intact
 // (testutil.Dial does), as a process opened after a data loss would.
@@ -93,11 +93,10 @@ func lockAfterRelease(t *testing.T, ctx context.Context, b *session.Session, nam
 // TestMixedTTLsRestartEmpty (recipe 1): sessions of one namespace with
 // different TTLs and the default restart grace; Redis restarts empty right
 // after the long-TTL holder's renewal. The short-TTL session notices first;
-// its grace must last until the holder has reclaimed (before the fix it
-// was its own TTL, 500ms, and it was granted the mutex about 0.5s before
-// the holder noticed, in every run). A session opened after the restart
-// must wait too. Both now default to the same 10s grace, which the test
-// waits out once.
+// its grace must last until the holder has reclaimed (were it its own TTL,
+// 500ms, it would be granted the mutex about 0.5s before the holder
+// noticed). A session opened after the restart must wait too. Both default
+// to the same 10s grace, which the test waits out once.
 func TestMixedTTLsRestartEmpty(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)
@@ -156,9 +155,9 @@ func TestShorterGraceRefused(t *testing.T) {
 }
 
 // TestFlushAllOnOldServer (recipe 2): FLUSHALL on a Redis that has been up
-// longer than the grace. Before the fix the grace counted from the process
-// start, so none was left, and a session opened after the flush was granted
-// at once what the holder, which noticed only at its next heartbeat, held.
+// longer than the grace. A grace counted from the process start would have
+// none left, and a session opened after the flush would be granted at once
+// what the holder, which notices only at its next heartbeat, holds.
 func TestFlushAllOnOldServer(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)

@@ -86,8 +86,8 @@ type Options struct {
 	// forces what it needs: one connection, no client-side caching, no
 	// retries). A call that finds it idle writes its request and reads the
 	// reply on the caller's goroutine, instead of being handed to another
-	// goroutine and back when its ctx can be canceled: about a quarter
-	// less client CPU per call (docs/performance.md, "Issue 28"). A call
+	// goroutine and back when its ctx can be canceled, which saves client
+	// CPU per call (measured in docs/performance.md). A call
 	// whose ctx ends while it is on the connection still returns at once:
 	// the connection is then dropped, and the next call dials another. The
 	// session closes it in Close; it costs one more TCP connection per
