@@ -402,7 +402,7 @@ func TestCallsNeverOutliveCtx(t *testing.T) {
 // TestCallsNeverWaitForADial: a call whose connection is being redialled by
 // another goroutine (here the session retrying a withdrawal, Redis paused)
 // still returns when its ctx ends. rueidis alone would keep it waiting for
-// that dial's handshake, up to ConnWriteTimeout (scripts.Bound).
+// that dial's handshake, up to ConnWriteTimeout (conn.Bound).
 func TestCallsNeverWaitForADial(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/leasehold/leasehold/internal/conn"
 	"github.com/leasehold/leasehold/internal/scripts"
 )
 
@@ -53,7 +54,7 @@ func connect(g *globals) (rueidis.Client, scripts.Env, error) {
 
 // env is what the scripts need, without a session.
 func env(c rueidis.Client, ns string) scripts.Env {
-	return scripts.Env{C: scripts.Bound(c), K: scripts.NewKeys(ns), Sharded: c.Mode() == rueidis.ClientModeCluster}
+	return scripts.Env{C: conn.Bound(c), K: scripts.NewKeys(ns), Sharded: c.Mode() == rueidis.ClientModeCluster}
 }
 
 func describeAddr(opt rueidis.ClientOption) string {
@@ -102,7 +103,7 @@ func clusterTopology(ctx context.Context, c rueidis.Client) ([]clusterShard, err
 	answers := make(chan answer, len(nodes))
 	for addr, n := range nodes {
 		go func() {
-			n := scripts.Bound(n)
+			n := conn.Bound(n)
 			ranges, err := n.Do(ctx, n.B().ClusterSlots().Build()).ToArray()
 			answers <- answer{addr, ranges, err}
 		}()
@@ -218,7 +219,7 @@ func scanTargets(ctx context.Context, c rueidis.Client) ([]scanTarget, error) {
 		if !ok {
 			return nil, fmt.Errorf("master %s is not among the client's nodes (the cluster's topology changed?); try again", sh.master)
 		}
-		out = append(out, scanTarget{addr: sh.master, c: scripts.Bound(n)}) // each SCAN bounded by ctx
+		out = append(out, scanTarget{addr: sh.master, c: conn.Bound(n)}) // each SCAN bounded by ctx
 	}
 	return out, nil
 }

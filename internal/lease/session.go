@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/leasehold/leasehold/internal/clock"
+	"github.com/leasehold/leasehold/internal/conn"
 	"github.com/leasehold/leasehold/internal/scripts"
 )
 
@@ -26,7 +27,7 @@ type Session struct {
 	opt        Options                 // immutable: with defaults
 	id         string                  // immutable
 	own        bool                    // immutable: Close closes env.C
-	lane       *scripts.Lane           // immutable: the session's connection for its calls (see Options.Conn); nil for none
+	lane       *conn.Lane              // immutable: the session's connection for its calls (see Options.Conn); nil for none
 	base       time.Time               // immutable: monotonic origin of deadline
 	ctx        context.Context         // immutable; canceled by end (the loop)
 	cancel     context.CancelCauseFunc // immutable; called only by end (the loop)
@@ -73,7 +74,7 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 		lo := opt
 		o.Conn = &lo
 	}
-	c, err := scripts.NewClient(ctx, opt)
+	c, err := conn.NewClient(ctx, opt)
 	if err != nil {
 		return nil, redisErr("dial", err)
 	}
@@ -117,9 +118,9 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		ctx, cancel = context.WithTimeout(ctx, o.TTL)
 		defer cancel()
 	}
-	var lane *scripts.Lane
-	if o.Conn != nil && c.Mode() == rueidis.ClientModeStandalone { // see scripts.Lane
-		if lane, err = scripts.NewLane(ctx, clientOptions(*o.Conn, o.TTL)); err != nil {
+	var lane *conn.Lane
+	if o.Conn != nil && c.Mode() == rueidis.ClientModeStandalone { // see conn.Lane
+		if lane, err = conn.NewLane(ctx, clientOptions(*o.Conn, o.TTL)); err != nil {
 			return nil, redisErr("dial the session's connection", err)
 		}
 	}
@@ -128,7 +129,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		met:  met,
 		logq: lq,
 		env: scripts.Env{
-			C:          scripts.BoundLane(c, lane),
+			C:          conn.BoundLane(c, lane),
 			K:          scripts.NewKeys(o.Namespace),
 			Sharded:    c.Mode() == rueidis.ClientModeCluster,
 			Grace:      o.RestartGrace,
@@ -318,7 +319,7 @@ func (s *Session) post(f func(*loop)) bool {
 // closed runs to its end; a grant it brings back is refused by the closed
 // hold table, and the deleted lease invalidates it in Redis.)
 func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return scripts.Until(ctx, s.Deadline())
+	return conn.Until(ctx, s.Deadline())
 }
 
 // usable returns nil while the session can grant, else the cause of its end.

@@ -4,27 +4,13 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"sync"
-	"sync/atomic"
-	"time"
+	"strconv"
 
 	"github.com/redis/rueidis"
-)
 
-// Batching: the mutex acquires (and, apart, the mutex releases) of one
-// session that overlap in time can go to Redis as one call of a batch
-// script, which runs the single script's fast path for each of them: Redis
-// then pays the script call, the read of the caller's lease and the clock
-// once per batch instead of once per call, and the client one command, one
-// write and one reply. A batch costs its calls latency, though: a call that
-// waits for a flight to leave is slower than one sent at once. So a call
-// is sent at once, as it always was, while few calls of its kind are on
-// the way (batchSiblings, like PostgreSQL's commit_siblings); past that,
-// calls queue, and a flight leaves with everything queued when a flight
-// comes back or when batchSize calls are queued, with at most batchFlights
-// flights on the way. Nothing ever waits for a timer to fill a batch.
-// docs/design.md, "Concurrent calls share one script call", has the
-// figures behind the numbers.
+	"github.com/leasehold/leasehold/internal/batch"
+	"github.com/leasehold/leasehold/internal/conn"
+)
 
 var (
 	//go:embed mutex_acquire_batch.lua
@@ -44,34 +30,29 @@ func fastOnly(body string) string {
 	return protocolLocals(text, map[string]bool{}) + text
 }
 
-// The batching policy (see above).
-const (
-	// batchSiblings: a call is sent at once while at most this many calls
-	// of its kind, itself included, are queued or on the way.
-	batchSiblings = 6
-	// batchSize: past batchSiblings, a flight leaves once this many calls
-	// are queued (or when a flight comes back)...
-	batchSize = 6
-	// batchFlights: ...if fewer than this many flights are on the way.
-	batchFlights = 4
-	// maxBatch bounds the calls of one flight: a batch script of 64 calls
-	// keeps Redis busy for about as long as 10 single calls.
-	maxBatch = 64
-)
+// Batching: a session's overlapping acquires of one kind (and apart its
+// releases) go to Redis as one call of the kind's batch script, which runs
+// the single script's fast path for each call (the same Lua text: a
+// mutex's fast paths in mutex_fast.lua, semaphore_fast.lua, pool_core.lua).
+// A call the fast path does not cover is answered slow (R_SLOW) and sent
+// alone with the single script. internal/batch decides which calls fly
+// together; this file sends a flight and splits its reply.
 
-// batches are the batchers of one session's Env (see Env.Prepared).
-type batches struct {
-	acquire *batcher[acquireCall, attemptResult]
-	release *batcher[releaseCall, releaseResult]
-	// The semaphore's and the pool's (see batch_kinds.go).
-	semAcquire, poolAcquire *batcher[kindCall, attemptResult]
-	semRelease, poolRelease *batcher[kindCall, releaseResult]
+// batches are the batchers of one session's Env (see Env.Prepared), indexed
+// by kind; nil for a kind without batch scripts.
+type batches [RWMutex + 1]*kindBatchers
+
+// kindBatchers are one kind's batchers, of acquires and of releases.
+type kindBatchers struct {
+	acquire *batch.Batcher[kindCall, attemptResult]
+	release *batch.Batcher[kindCall, releaseResult]
 }
 
-// acquireCall is one mutex acquire attempt (see Env.Acquire).
-type acquireCall struct {
-	name, hid string
-	wait      bool
+// kindCall is one acquire attempt or release of a resource.
+type kindCall struct {
+	r    Resource
+	hid  string
+	wait bool // acquire: queue when busy
 }
 
 // attemptResult is an attempt's outcome; slow when the batch script's fast
@@ -82,9 +63,6 @@ type attemptResult struct {
 	slow bool
 }
 
-// releaseCall is one release of a mutex hold (see Env.Release).
-type releaseCall struct{ name, hid string }
-
 // releaseResult is a release's outcome; slow as for attemptResult.
 type releaseResult struct {
 	r    Released
@@ -92,341 +70,142 @@ type releaseResult struct {
 	slow bool
 }
 
-// batcher combines the calls of one kind into flights (see the policy
-// above). A flight runs on a goroutine of its own, which goes on with the
-// next flight while calls are queued. Callers wait for their result or
-// their ctx's end, whichever comes first, so a flight stuck on a stalled
-// server holds nobody past their ctx (as Bound does); a call whose ctx ends
-// before its flight leaves is taken out of the queue and never sent.
-type batcher[I, R any] struct {
-	// send runs one flight: ctx ends at the latest deadline of its
-	// callers; it returns one result per item, in order. fail is the
-	// result of a call whose flight outlived its deadline (see overdue).
-	// Both immutable once the Env is prepared.
-	send func(ctx context.Context, items []I) []R
-	fail func(err error) R
-	// direct runs a flight on the caller's goroutine through the session's
-	// client (Bound's, with the lane); lane is the session's lane, nil for
-	// none. Immutable once the Env is prepared.
-	direct func(ctx context.Context, items []I) []R
-	lane   *Lane
-
-	// wake is how a flight starts on an idle flight goroutine: one token
-	// per goroutine taken off idle. Immutable once the Env is prepared.
-	wake chan struct{}
-
-	// Guarded by mu. A call queues only where a flight goroutine runs or
-	// starts, and a flight goroutine stops flying only with the queue
-	// empty, so no call is ever left queued with no flight to take it.
-	mu      sync.Mutex
-	queue   []*queued[I, R] // the calls waiting for a flight
-	flying  int             // flight goroutines running flights
-	idle    int             // flight goroutines parked, waiting for a token on wake
-	aloft   int             // calls on the way, in flights or sent by their callers
-	stopped bool            // set by stop: flight goroutines end instead of parking
-}
-
-// queued is one call in a batcher.
-type queued[I, R any] struct {
-	item   I            // immutable
-	dl     time.Time    // immutable: the call's deadline, zero for none
-	flight *flightState // guarded by the batcher's mu: the flight that took it, nil until then
-	done   chan R       // buffer 1: the result
-}
-
-// flightState is what the callers of one flight share: once every one of
-// them has left (their ctx ended), the flight's ctx is canceled, so that it
-// starts no retry (TRYAGAIN during a slot migration, see Script.Exec) that
-// could still grant an attempt whose caller already gave up, as a single
-// call bounded by its caller's ctx would not either.
-type flightState struct {
-	callers int                // guarded by the batcher's mu: the callers still waiting
-	cancel  context.CancelFunc // the flight's ctx
-}
-
-// do sends item, at once or with a later flight, and returns its result;
-// or ctx's error when ctx ends first (the call's outcome is then unknown
-// if it was sent). The flight that carries it ends by dl (zero: no
-// deadline), which ctx need not carry.
-func (b *batcher[I, R]) do(ctx context.Context, dl time.Time, item I) (R, error) {
-	if err := ctx.Err(); err != nil {
-		var zero R
-		return zero, err // not sent, as rueidis does not send a call whose ctx ended
-	}
-	stop := ctx.Done()
-	b.mu.Lock()
-	if len(b.queue) == 0 && b.aloft < batchSiblings && b.lane.idle() {
-		// The session's lane is idle: the caller sends its call itself,
-		// on the lane, which returns at ctx's end (see Lane). Should
-		// another call take the lane first, this one is handed over as
-		// Bound hands over any call.
-		b.aloft++
-		b.mu.Unlock()
-		cctx, cancel := Until(ctx, dl)
-		r := b.direct(cctx, []I{item})[0]
-		cancel()
-		b.mu.Lock()
-		b.aloft--
-		b.mu.Unlock()
-		return r, nil
-	}
-	if stop == nil && len(b.queue) == 0 && b.aloft < batchSiblings {
-		// A caller whose ctx never ends has nothing to wait for but the
-		// result: it sends its call itself, saving the hand-over to a
-		// flight goroutine and back (as Direct does for Bound).
-		b.aloft++
-		b.mu.Unlock()
-		r := b.sendOne(dl, item)
-		b.mu.Lock()
-		b.aloft--
-		b.mu.Unlock()
-		return r, nil
-	}
-	q := &queued[I, R]{item: item, dl: dl, done: make(chan R, 1)}
-	b.queue = append(b.queue, q)
-	spawn := false
-	if b.flying == 0 || b.aloft+len(b.queue) <= batchSiblings ||
-		(b.flying < batchFlights && len(b.queue) >= batchSize) {
-		spawn = b.startFlight()
-	}
-	b.mu.Unlock()
-	if spawn {
-		go b.fly()
-	}
-	if stop == nil {
-		return <-q.done, nil
-	}
-	select {
-	case r := <-q.done:
-		return r, nil
-	case <-stop:
-	}
-	var abandon context.CancelFunc // the flight's, when q's caller is its last
-	b.mu.Lock()
-	if f := q.flight; f == nil {
-		for i, x := range b.queue {
-			if x == q {
-				b.queue = append(b.queue[:i], b.queue[i+1:]...)
-				break
-			}
-		}
-	} else if f.callers--; f.callers == 0 {
-		abandon = f.cancel
-	}
-	b.mu.Unlock()
-	var r R
-	var err error
-	select {
-	case r = <-q.done: // a result ready when ctx ended is still returned
-	default:
-		err = ctx.Err()
-	}
-	if abandon != nil {
-		abandon() // only now: the flight it settles must not answer this caller instead of ctx
-	}
-	return r, err
-}
-
-// startFlight wakes a parked flight goroutine, or reports that one must be
-// started (go b.fly(), once b.mu is unlocked). b.mu is held.
-func (b *batcher[I, R]) startFlight() (spawn bool) {
-	b.flying++
-	if b.idle > 0 {
-		select {
-		case b.wake <- struct{}{}:
-			b.idle--
-			return false
-		default: // never, with one token per parked goroutine at most
-		}
-	}
-	return true
-}
-
-// stop ends the parked flight goroutines and makes the others end once
-// idle; calls that come later still work, each flight on a goroutine that
-// ends with it.
-func (b *batcher[I, R]) stop() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.stopped {
-		b.stopped = true
-		b.idle = 0
-		close(b.wake) // the parked ones see it closed; tokens sent before are taken first
-	}
-}
-
-// sendOne sends a flight of item alone, on the caller's goroutine.
-func (b *batcher[I, R]) sendOne(dl time.Time, item I) R {
-	ctx, cancel := flightCtx(dl)
-	defer cancel()
-	return b.send(ctx, []I{item})[0]
-}
-
-// flightCtx returns the ctx of a flight that must end by dl (zero: only
-// when canceled).
-func flightCtx(dl time.Time) (context.Context, context.CancelFunc) {
-	if dl.IsZero() {
-		return context.WithCancel(context.Background())
-	}
-	return context.WithDeadline(context.Background(), dl)
-}
-
-// fly sends flights while calls are queued, then parks until a call wakes
-// it (a goroutine that stays keeps the stack it grew: a new one per flight
-// cost the serial lock+release 6% of its client CPU in stack growth), or
-// ends once the batcher is stopped.
-func (b *batcher[I, R]) fly() {
-	for {
-		b.mu.Lock()
-		n := min(len(b.queue), maxBatch)
-		if n == 0 {
-			b.flying--
-			if b.stopped {
-				b.mu.Unlock()
-				return
-			}
-			b.idle++
-			b.mu.Unlock()
-			if _, ok := <-b.wake; !ok {
-				return // stopped while parked
-			}
-			continue // the waker counted this goroutine as flying
-		}
-		flight := make([]*queued[I, R], n)
-		copy(flight, b.queue)
-		rest := copy(b.queue, b.queue[n:])
-		clear(b.queue[rest:])
-		b.queue = b.queue[:rest]
-		b.aloft += n
-		var dl time.Time // the latest deadline; zero when a call has none
-		items := make([]I, n)
-		for i, q := range flight {
-			items[i] = q.item
-			if i == 0 || q.dl.IsZero() || (!dl.IsZero() && q.dl.After(dl)) {
-				dl = q.dl
-			}
-		}
-		ctx, cancel := flightCtx(dl)
-		fs := &flightState{callers: n, cancel: cancel}
-		for _, q := range flight {
-			q.flight = fs
-		}
-		b.mu.Unlock()
-		var settled atomic.Bool // by this goroutine's results or by overdue
-		late := context.AfterFunc(ctx, func() { b.overdue(flight, &settled) })
-		rs := b.send(ctx, items)
-		late()
-		cancel()
-		if settled.CompareAndSwap(false, true) {
-			b.mu.Lock()
-			b.aloft -= len(flight)
-			b.mu.Unlock()
-			for i, q := range flight {
-				q.done <- rs[i]
-			}
-		}
-	}
-}
-
-// overdue settles a flight still on the way at its deadline (or once all
-// its callers left, see flightState): rueidis returns by a call's
-// deadline, but not while it waits for a redial that another goroutine
-// started (see Bound). Its callers get a deadline error, as rueidis would
-// have given them, its calls no longer count as on the way, and calls
-// queued behind it get a flight of their own.
-func (b *batcher[I, R]) overdue(flight []*queued[I, R], settled *atomic.Bool) {
-	if !settled.CompareAndSwap(false, true) {
-		return
-	}
-	for _, q := range flight {
-		q.done <- b.fail(context.DeadlineExceeded)
-	}
-	b.mu.Lock()
-	b.aloft -= len(flight)
-	spawn := len(b.queue) > 0 && b.startFlight()
-	b.mu.Unlock()
-	if spawn {
-		go b.fly()
-	}
-}
-
 // newBatches returns the batchers of e. Their flights run on e's client
-// without Bound: the callers wait on their own ctx (see batcher).
+// without conn.Bound: the callers wait on their own ctx (see
+// batch.Batcher).
 func newBatches(e Env) *batches {
 	f, g := e, e
-	f.C, f.batch = unbound(e.C), nil
+	f.C, f.batch = conn.Unbound(e.C), nil
 	g.batch = nil
-	lane := laneOf(e.C)
+	lane := conn.LaneOf(e.C)
 	failAcquire := func(err error) attemptResult { return attemptResult{err: err} }
 	failRelease := func(err error) releaseResult { return releaseResult{err: err} }
-	return &batches{
-		acquire:    newBatcher(f.acquireFlight, g.acquireFlight, lane, failAcquire),
-		release:    newBatcher(f.releaseFlight, g.releaseFlight, lane, failRelease),
-		semAcquire: newBatcher(f.semAcquireFlight, g.semAcquireFlight, lane, failAcquire),
-		semRelease: newBatcher(f.semReleaseFlight, g.semReleaseFlight, lane, failRelease),
-
-		poolAcquire: newBatcher(f.poolAcquireFlight, g.poolAcquireFlight, lane, failAcquire),
-		poolRelease: newBatcher(f.poolReleaseFlight, g.poolReleaseFlight, lane, failRelease),
+	var bs batches
+	for k := range kindSpecs {
+		s := &kindSpecs[k]
+		if s.acquireFlight == nil {
+			continue
+		}
+		acq := func(e Env) func(context.Context, []kindCall) []attemptResult {
+			return func(ctx context.Context, as []kindCall) []attemptResult { return s.acquireFlight(e, ctx, as) }
+		}
+		rel := func(e Env) func(context.Context, []kindCall) []releaseResult {
+			return func(ctx context.Context, rs []kindCall) []releaseResult { return s.releaseFlight(e, ctx, rs) }
+		}
+		bs[k] = &kindBatchers{
+			acquire: batch.New(acq(f), acq(g), lane, failAcquire),
+			release: batch.New(rel(f), rel(g), lane, failRelease),
+		}
 	}
+	return &bs
 }
 
-// newBatcher returns a batcher whose flights run send, and its callers
-// direct on lane (see batcher).
-func newBatcher[I, R any](send, direct func(ctx context.Context, items []I) []R, lane *Lane, fail func(error) R) *batcher[I, R] {
-	return &batcher[I, R]{send: send, direct: direct, lane: lane, fail: fail, wake: make(chan struct{}, maxBatch)}
+// batchers returns the batchers of r's kind in e; nil when e has none (an
+// Env that Prepared did not make, or a kind without batch scripts).
+func (e Env) batchers(r Resource) *kindBatchers {
+	if e.batch == nil || int(r.Kind) >= len(e.batch) {
+		return nil
+	}
+	return e.batch[r.Kind]
 }
 
 // Stop ends the goroutines that e's batchers keep for their next flights;
 // the session calls it as it ends. e still works afterwards.
 func (e Env) Stop() {
-	if e.batch != nil {
-		e.batch.acquire.stop()
-		e.batch.release.stop()
-		e.batch.semAcquire.stop()
-		e.batch.semRelease.stop()
-		e.batch.poolAcquire.stop()
-		e.batch.poolRelease.stop()
+	if e.batch == nil {
+		return
 	}
-}
-
-// laneOf returns the lane of c if c is BoundLane's, else nil.
-func laneOf(c rueidis.Client) *Lane {
-	if b, ok := c.(bounded); ok {
-		return b.lane
-	}
-	return nil
-}
-
-// unbound returns the client c wraps if c is Bound's, else c.
-func unbound(c rueidis.Client) rueidis.Client {
-	if b, ok := c.(bounded); ok {
-		return b.Client
-	}
-	return c
-}
-
-// acquireFlight sends one flight of mutex acquire attempts: alone, the
-// single script as Env.Acquire sends it; together, mutex_acquire_batch.lua.
-func (e Env) acquireFlight(ctx context.Context, as []acquireCall) []attemptResult {
-	out := make([]attemptResult, len(as))
-	if len(as) == 1 {
-		a := as[0]
-		out[0].g, out[0].err = e.acquire(ctx, Resource{Kind: Mutex, Name: a.name}, a.hid, a.wait)
-		return out
-	}
-	keys := make([]string, len(as)+1)
-	args := make([]string, len(as)+1)
-	keys[0], args[0] = e.K.Lease(SessionOf(as[0].hid)), e.mutexOpts()
-	for i, a := range as {
-		keys[i+1] = e.K.Mutex(a.name)
-		w := "0"
-		if a.wait {
-			w = "1"
+	for _, b := range e.batch {
+		if b != nil {
+			b.acquire.Stop()
+			b.release.Stop()
 		}
-		args[i+1] = w + a.hid
 	}
-	res, werr := e.execWait(ctx, mutexAcquireBatch, keys, args)
-	return batchGrants(res, werr, len(as), func(i int) string { return as[i].name })
+}
+
+// acquireFlight sends one flight of acquire attempts of a kind with batch scripts:
+// alone, the single script as Env.Acquire sends it; together, batchScript with
+// KEYS[1] the caller's lease, ARGV[1] head, and the keys and arguments add
+// gives each attempt.
+func (e Env) acquireFlight(ctx context.Context, as []kindCall, batchScript *Script, head string,
+	add func(keys, args []string, a kindCall) ([]string, []string)) []attemptResult {
+	if len(as) == 1 {
+		g, err := e.acquire(ctx, as[0].r, as[0].hid, as[0].wait)
+		return []attemptResult{{g: g, err: err}}
+	}
+	keys, args := []string{e.K.Lease(SessionOf(as[0].hid))}, []string(nil)
+	if head != "" {
+		args = append(args, head)
+	}
+	for _, a := range as {
+		keys, args = add(keys, args, a)
+	}
+	res, werr := e.execWait(ctx, batchScript, keys, args)
+	return batchGrants(res, werr, len(as), func(i int) string { return as[i].r.Name })
+}
+
+// releaseFlight is acquireFlight for releases (no lease key).
+func (e Env) releaseFlight(ctx context.Context, rs []kindCall, batchScript *Script, head string,
+	add func(keys, args []string, r kindCall) ([]string, []string)) []releaseResult {
+	if len(rs) == 1 {
+		n, err := e.release(ctx, rs[0].r, rs[0].hid, false)
+		return []releaseResult{{r: n, err: err}}
+	}
+	var keys, args []string
+	if head != "" {
+		args = append(args, head)
+	}
+	for _, r := range rs {
+		keys, args = add(keys, args, r)
+	}
+	res, werr := e.execWait(ctx, batchScript, keys, args)
+	return batchReleased(res, werr, len(rs))
+}
+
+// The flights of each kind with batch scripts: what each attempt or
+// release adds to the batch script's keys and arguments.
+
+// mutexAcquireFlight: mutex_acquire_batch.lua.
+func (e Env) mutexAcquireFlight(ctx context.Context, as []kindCall) []attemptResult {
+	return e.acquireFlight(ctx, as, mutexAcquireBatch, e.mutexOpts(), func(keys, args []string, a kindCall) ([]string, []string) {
+		return append(keys, e.K.Mutex(a.r.Name)), append(args, oneIf(a.wait)+a.hid)
+	})
+}
+
+// mutexReleaseFlight: mutex_release_batch.lua.
+func (e Env) mutexReleaseFlight(ctx context.Context, rs []kindCall) []releaseResult {
+	return e.releaseFlight(ctx, rs, mutexReleaseBatch, e.sharded(), func(keys, args []string, r kindCall) ([]string, []string) {
+		return append(keys, e.K.Mutex(r.r.Name)), append(args, r.hid)
+	})
+}
+
+// semAcquireFlight: semaphore_acquire_batch.lua.
+func (e Env) semAcquireFlight(ctx context.Context, as []kindCall) []attemptResult {
+	return e.acquireFlight(ctx, as, semAcquireBatch, "", func(keys, args []string, a kindCall) ([]string, []string) {
+		return append(keys, e.semKeys(a.r.Name)...),
+			append(args, a.hid, strconv.FormatInt(a.r.N, 10), strconv.FormatInt(a.r.Limit, 10))
+	})
+}
+
+// semReleaseFlight: semaphore_release_batch.lua.
+func (e Env) semReleaseFlight(ctx context.Context, rs []kindCall) []releaseResult {
+	return e.releaseFlight(ctx, rs, semReleaseBatch, "", func(keys, args []string, r kindCall) ([]string, []string) {
+		return append(keys, e.semKeys(r.r.Name)...), append(args, r.hid, strconv.FormatInt(r.r.N, 10))
+	})
+}
+
+// poolAcquireFlight: pool_acquire_batch.lua.
+func (e Env) poolAcquireFlight(ctx context.Context, as []kindCall) []attemptResult {
+	return e.acquireFlight(ctx, as, poolAcquireBatch, "", func(keys, args []string, a kindCall) ([]string, []string) {
+		return append(keys, e.K.Queue(Pool, a.r.Name)), append(args, a.hid, e.K.PoolBase(a.r.Name), a.r.Key)
+	})
+}
+
+// poolReleaseFlight: pool_release_batch.lua.
+func (e Env) poolReleaseFlight(ctx context.Context, rs []kindCall) []releaseResult {
+	return e.releaseFlight(ctx, rs, poolReleaseBatch, "", func(keys, args []string, r kindCall) ([]string, []string) {
+		return append(keys, e.K.Queue(Pool, r.r.Name)), append(args, r.hid, e.K.PoolBase(r.r.Name))
+	})
 }
 
 // batchGrants reads the replies of a batch acquire script for n attempts
@@ -465,24 +244,6 @@ func batchGrant(m rueidis.RedisMessage, name string, werr error) (out attemptRes
 		out.err = werr // not replicated: the caller rolls the grant back
 	}
 	return out
-}
-
-// releaseFlight sends one flight of mutex releases: alone, the single
-// script as Env.Release sends it; together, mutex_release_batch.lua.
-func (e Env) releaseFlight(ctx context.Context, rs []releaseCall) []releaseResult {
-	out := make([]releaseResult, len(rs))
-	if len(rs) == 1 {
-		out[0].r, out[0].err = e.release(ctx, Resource{Kind: Mutex, Name: rs[0].name}, rs[0].hid, false)
-		return out
-	}
-	keys := make([]string, len(rs))
-	args := make([]string, len(rs)+1)
-	args[0] = e.sharded()
-	for i, r := range rs {
-		keys[i], args[i+1] = e.K.Mutex(r.name), r.hid
-	}
-	res, werr := e.execWait(ctx, mutexReleaseBatch, keys, args)
-	return batchReleased(res, werr, len(rs))
 }
 
 // batchReleased reads the replies of a batch release script for n

@@ -95,18 +95,8 @@ func (k Keys) RWMutexReaders(name string) string { return k.Prefix + keyRWMutexR
 // which must exist while the hold does. A pool's keys are its membership,
 // which is configuration and never expires: none.
 func (k Keys) Kept(r Resource) []string {
-	switch r.Kind {
-	case Mutex:
-		return []string{k.Mutex(r.Name)}
-	case Semaphore:
-		return []string{k.SemaphoreHolders(r.Name), k.Semaphore(r.Name)}
-	case Election:
-		return []string{k.Election(r.Name)}
-	case RWMutex:
-		if r.Shared {
-			return []string{k.RWMutexReaders(r.Name), k.RWMutex(r.Name)}
-		}
-		return []string{k.RWMutex(r.Name)}
+	if s, ok := r.Kind.spec(); ok && s.kept != nil {
+		return s.kept(k, r)
 	}
 	return nil
 }
@@ -117,11 +107,8 @@ func (k Keys) Kept(r Resource) []string {
 func (k Keys) KeptWaiting(r Resource) (keys []string, held int) {
 	keys = k.Kept(r)
 	held = len(keys)
-	switch {
-	case r.Kind == RWMutex && !r.Shared:
-		keys = append(keys, k.RWMutexReaders(r.Name))
-	case r.Kind == Election:
-		keys = append(keys, k.ElectionCandidates(r.Name))
+	if waiting := r.Kind.mustSpec().waiting; waiting != nil {
+		keys = append(keys, waiting(k, r)...)
 	}
 	return append(keys, k.Queue(r.Kind, r.Name)), held
 }

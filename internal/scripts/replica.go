@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/conn"
 )
 
 func (e Env) waitCmd() rueidis.Completed {
@@ -58,14 +60,14 @@ func (e Env) pipeline(ctx context.Context, calls []call, wait bool) []rueidis.Re
 		if !wait || e.C.Mode() != rueidis.ClientModeCluster {
 			return e.pipelineOn(ctx, e.C, calls, wait)
 		}
-		return within(ctx, func() []rueidis.RedisResult {
+		return conn.Within(ctx, func() []rueidis.RedisResult {
 			var rs []rueidis.RedisResult
 			_ = e.C.Dedicated(func(d rueidis.DedicatedClient) error {
 				rs = e.pipelineOn(ctx, d, calls, wait)
 				return nil
 			})
 			return rs
-		}, func(err error) []rueidis.RedisResult { return failed(len(calls)+1, err) })
+		}, func(err error) []rueidis.RedisResult { return conn.Failed(len(calls)+1, err) })
 	}, refusal)
 }
 
@@ -138,14 +140,6 @@ func refusal(rs []rueidis.RedisResult) error {
 		}
 	}
 	return first
-}
-
-func failed(n int, err error) []rueidis.RedisResult {
-	rs := make([]rueidis.RedisResult, n)
-	for i := range rs {
-		rs[i] = rueidis.NewErrorResult(err)
-	}
-	return rs
 }
 
 // Confirm makes sure that everything the server did before (a grant handed

@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/conn"
 )
 
 var (
@@ -110,52 +112,6 @@ var (
 // errReply reports a reply whose shape no script produces.
 var errReply = errors.New("leasehold: unexpected script reply")
 
-// Kind is the kind of a resource.
-type Kind uint8
-
-// The resource kinds.
-const (
-	Mutex Kind = iota + 1
-	Semaphore
-	Pool
-	Election
-	RWMutex
-)
-
-func (k Kind) short() string {
-	switch k {
-	case Mutex:
-		return "m"
-	case Semaphore:
-		return "sem"
-	case Pool:
-		return "pool"
-	case Election:
-		return "el"
-	case RWMutex:
-		return "rw"
-	}
-	panic("scripts: unknown kind " + strconv.Itoa(int(k)))
-}
-
-// String returns the kind's name: "mutex", "semaphore", "pool", "election"
-// or "rwmutex".
-func (k Kind) String() string {
-	switch k {
-	case Mutex:
-		return "mutex"
-	case Semaphore:
-		return "semaphore"
-	case Pool:
-		return "pool"
-	case Election:
-		return "election"
-	case RWMutex:
-		return "rwmutex"
-	}
-	return "kind(" + strconv.Itoa(int(k)) + ")"
-}
-
 // Resource names one thing a session can hold or wait for.
 type Resource struct {
 	Kind  Kind
@@ -191,7 +147,7 @@ type Env struct {
 	// recorded for the namespace (set by Prepared; see InitEpoch).
 	graceSeen *atomic.Int64
 	mutexTail string   // formatMutexOpts, formatted once by Prepared; "" until then
-	batch     *batches // set by Prepared: overlapping mutex calls share one script call (batch.go)
+	batch     *batches // set by Prepared: overlapping calls of a kind share one script call (batch.go)
 }
 
 // Prepared returns e with what every call would otherwise format again
@@ -199,8 +155,8 @@ type Env struct {
 // session's life go through it.
 //
 // Prepared also gives e the batchers that send a session's overlapping
-// mutex acquires and releases as one script call each (see batch.go): one
-// Env value and its copies are one session's.
+// acquires (and releases) of a kind with batch scripts as one script call
+// (see batch.go): one Env value and its copies are one session's.
 func (e Env) Prepared() Env {
 	e.mutexTail = e.formatMutexOpts()
 	e.graceSeen = new(atomic.Int64)
@@ -298,8 +254,8 @@ func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Gr
 // batch (see batch.go) then needs no timer of its own. ctx's end still
 // returns the call at once.
 func (e Env) AcquireUntil(ctx context.Context, dl time.Time, r Resource, hid string, wait bool) (Grant, error) {
-	if r.Kind == Mutex && e.batch != nil {
-		res, err := e.batch.acquire.do(ctx, dl, acquireCall{name: r.Name, hid: hid, wait: wait})
+	if b := e.batchers(r); b != nil {
+		res, err := b.acquire.Do(ctx, dl, kindCall{r: r, hid: hid, wait: wait})
 		if err != nil {
 			return Grant{}, err
 		}
@@ -307,70 +263,52 @@ func (e Env) AcquireUntil(ctx context.Context, dl time.Time, r Resource, hid str
 			return res.g, res.err
 		}
 	}
-	if e.batchable(r) {
-		b, _ := e.batch.kindBatchers(r.Kind)
-		res, err := b.do(ctx, dl, kindCall{r: r, hid: hid, wait: wait})
-		if err != nil {
-			return Grant{}, err
-		}
-		if !res.slow {
-			return res.g, res.err
-		}
-	}
-	ctx, cancel := Until(ctx, dl)
+	ctx, cancel := conn.Until(ctx, dl)
 	defer cancel()
 	return e.acquire(ctx, r, hid, wait)
 }
 
 // acquire is Acquire with the resource's own script.
 func (e Env) acquire(ctx context.Context, r Resource, hid string, wait bool) (Grant, error) {
-	w := "0"
-	if wait {
-		w = "1"
-	}
-	var x execer
-	switch r.Kind {
-	case Mutex:
-		x = execer{mutexAcquire, []string{e.K.Mutex(r.Name), e.K.Lease(SessionOf(hid))},
-			[]string{hid, w + e.sharded() + e.mutexOpts()}}
-	case Semaphore:
-		x = execer{semAcquire, append(e.semKeys(r.Name), e.K.Lease(SessionOf(hid))),
-			[]string{e.K.Prefix, hid, w, e.sharded(), r.Name, strconv.FormatInt(r.N, 10), strconv.FormatInt(r.Limit, 10)}}
-	case Pool:
-		x = execer{poolAcquire, e.poolKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
-			e.K.PoolBase(r.Name), r.Key}}
-	case Election:
-		x = execer{elCampaign, e.elKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
-			r.Value, e.K.ElectionChannel(r.Name)}}
-	case RWMutex:
-		x = execer{rwAcquire, append(e.rwKeys(r.Name), e.K.Lease(SessionOf(hid))),
-			[]string{hid, w + e.sharded() + oneIf(r.Shared)}}
-	default:
+	k, ok := r.Kind.spec()
+	if !ok {
 		return Grant{}, fmt.Errorf("scripts: acquire of unknown kind %v", r.Kind)
 	}
-	for attempt := 0; ; attempt++ {
+	x := k.acquire(e, r, hid, oneIf(wait))
+	return retryEpoch(ctx, e, func() (Grant, bool, error) {
 		res, werr := e.execWait(ctx, x.s, x.keys, x.args)
 		v, err := res.ToArray()
 		if err != nil {
-			return Grant{}, err
+			return Grant{}, false, err
 		}
 		g, err := parseGrant(v, r.Name)
 		if err != nil {
-			return g, err
+			return g, false, err
 		}
 		if g.Status == Granted && werr != nil {
-			return g, werr // not replicated: the caller rolls the grant back
+			return g, false, werr // not replicated: the caller rolls the grant back
 		}
-		if g.Status != epochMissing {
-			return g, nil
-		}
-		if attempt > 0 {
-			return Grant{}, fmt.Errorf("%w: epoch marker missing again", errReply)
-		}
-		if err := e.InitEpoch(ctx); err != nil {
-			return Grant{}, err
-		}
+		return g, g.Status == epochMissing, nil
+	})
+}
+
+// retryEpoch runs call, which reports whether its script found the epoch
+// marker missing (R_EPOCH_MISSING: Redis lost its data, or the namespace
+// is new); then it recreates the marker (see InitEpoch) and runs call once
+// more. A marker missing again is an error: something deletes it.
+func retryEpoch[T any](ctx context.Context, e Env, call func() (v T, missing bool, err error)) (T, error) {
+	v, missing, err := call()
+	if err != nil || !missing {
+		return v, err
 	}
+	var zero T
+	if err := e.InitEpoch(ctx); err != nil {
+		return zero, err
+	}
+	if v, missing, err = call(); err == nil && missing {
+		return zero, fmt.Errorf("%w: epoch marker missing again", errReply)
+	}
+	return v, err
 }
 
 // InitEpoch recreates the epoch marker after Redis lost its data: grants are
@@ -386,7 +324,8 @@ func (e Env) InitEpoch(ctx context.Context) error {
 	return err
 }
 
-// parseGrant reads the reply shared by every acquire script.
+// parseGrant reads the reply shared by every acquire script: integers,
+// but for a grant's resource (a pool member), a string third.
 func parseGrant(v []rueidis.RedisMessage, name string) (Grant, error) {
 	ints := make([]int64, 0, 3)
 	resource := name
@@ -401,25 +340,46 @@ func parseGrant(v []rueidis.RedisMessage, name string) (Grant, error) {
 		}
 		ints = append(ints, n)
 	}
-	switch {
-	case len(ints) == 1 && ints[0] == replyLeaseGone:
-		return Grant{Status: LeaseGone}, nil
-	case len(ints) == 1 && ints[0] == replyEpochMissing:
-		return Grant{Status: epochMissing}, nil
-	case len(ints) == 1 && ints[0] == replyWithdrawn:
-		return Grant{Status: Withdrawn}, nil
-	case len(ints) == 2 && ints[0] == replyGrace:
-		return Grant{Status: Grace, Wait: time.Duration(max(ints[1], 0)) * time.Millisecond}, nil
-	case len(ints) == 2 && ints[0] == replyLimitMismatch:
-		return Grant{}, fmt.Errorf("%w: stored limit is %d", ErrLimitMismatch, ints[1])
-	case len(ints) == 1 && ints[0] == replyNotMember:
-		return Grant{}, ErrNotMember
-	case len(ints) == 2 && ints[0] == replyGranted:
-		return Grant{Status: Granted, Token: ints[1], Resource: resource}, nil
-	case len(ints) == 3 && ints[0] == replyBusy:
-		return Grant{Status: Busy, Wait: time.Duration(max(ints[1], 0)) * time.Millisecond, Position: ints[2]}, nil
+	if len(ints) == 0 {
+		return Grant{}, fmt.Errorf("%w: %v", errReply, v)
 	}
-	return Grant{}, fmt.Errorf("%w: %v", errReply, v)
+	g, n, err := grantOf(ints, resource)
+	if n != len(ints) {
+		return Grant{}, fmt.Errorf("%w: %v", errReply, v)
+	}
+	return g, err
+}
+
+// grantOf reads an acquire reply of integers ints (resource: the grant's
+// resource) by its code, ints[0], and returns how many integers a reply
+// with that code has (-1: an unknown code).
+func grantOf(ints []int64, resource string) (g Grant, n int, err error) {
+	arg := func(i int) int64 {
+		if i < len(ints) {
+			return ints[i]
+		}
+		return 0
+	}
+	wait := time.Duration(max(arg(1), 0)) * time.Millisecond
+	switch ints[0] {
+	case replyLeaseGone:
+		return Grant{Status: LeaseGone}, 1, nil
+	case replyEpochMissing:
+		return Grant{Status: epochMissing}, 1, nil
+	case replyWithdrawn:
+		return Grant{Status: Withdrawn}, 1, nil
+	case replyNotMember:
+		return Grant{}, 1, ErrNotMember
+	case replyGrace:
+		return Grant{Status: Grace, Wait: wait}, 2, nil
+	case replyLimitMismatch:
+		return Grant{}, 2, fmt.Errorf("%w: stored limit is %d", ErrLimitMismatch, arg(1))
+	case replyGranted:
+		return Grant{Status: Granted, Token: arg(1), Resource: resource}, 2, nil
+	case replyBusy:
+		return Grant{Status: Busy, Wait: wait, Position: arg(2)}, 3, nil
+	}
+	return Grant{}, -1, nil
 }
 
 // Released is the outcome of a release.
@@ -450,8 +410,8 @@ func (e Env) Release(ctx context.Context, r Resource, hid string, withdraw bool)
 // ReleaseUntil is Release with the call's deadline dl given apart from ctx
 // (see AcquireUntil).
 func (e Env) ReleaseUntil(ctx context.Context, dl time.Time, r Resource, hid string, withdraw bool) (Released, error) {
-	if r.Kind == Mutex && !withdraw && e.batch != nil {
-		res, err := e.batch.release.do(ctx, dl, releaseCall{name: r.Name, hid: hid})
+	if b := e.batchers(r); b != nil && !withdraw {
+		res, err := b.release.Do(ctx, dl, kindCall{r: r, hid: hid})
 		if err != nil {
 			return 0, err
 		}
@@ -459,17 +419,7 @@ func (e Env) ReleaseUntil(ctx context.Context, dl time.Time, r Resource, hid str
 			return res.r, res.err
 		}
 	}
-	if !withdraw && e.batchable(r) {
-		_, b := e.batch.kindBatchers(r.Kind)
-		res, err := b.do(ctx, dl, kindCall{r: r, hid: hid})
-		if err != nil {
-			return 0, err
-		}
-		if !res.slow {
-			return res.r, res.err
-		}
-	}
-	ctx, cancel := Until(ctx, dl)
+	ctx, cancel := conn.Until(ctx, dl)
 	defer cancel()
 	return e.release(ctx, r, hid, withdraw)
 }
@@ -496,26 +446,7 @@ func (x execer) Exec(ctx context.Context, c rueidis.Client) rueidis.RedisResult 
 }
 
 func (e Env) releaseCmd(r Resource, hid string, withdraw bool) execer {
-	w := "0"
-	if withdraw {
-		w = "1"
-	}
-	switch r.Kind {
-	case Mutex:
-		return execer{mutexRelease, []string{e.K.Mutex(r.Name)}, []string{hid, e.sharded() + w}}
-	case Semaphore:
-		return execer{semRelease, e.semKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
-			strconv.FormatInt(r.N, 10), w}}
-	case Pool:
-		return execer{poolRelease, e.poolKeys(r.Name), []string{e.K.Prefix, hid, w, e.sharded(), r.Name,
-			e.K.PoolBase(r.Name), r.Key}}
-	case Election:
-		return execer{elResign, e.elKeys(r.Name), []string{e.K.Prefix, hid, e.sharded(), r.Name,
-			e.K.ElectionChannel(r.Name), w}}
-	case RWMutex:
-		return execer{rwRelease, append(e.rwKeys(r.Name), e.K.Lease(SessionOf(hid))), []string{hid, e.sharded() + w + oneIf(r.Shared)}}
-	}
-	panic(fmt.Sprintf("scripts: release of unknown kind %v", r.Kind))
+	return r.Kind.mustSpec().release(e, r, hid, oneIf(withdraw))
 }
 
 // ReleaseMulti releases many holds in one round trip, withdrawing their hold
@@ -554,43 +485,42 @@ var ErrGraceMismatch = errors.New("the session does not fit the namespace's rest
 // namespace's grace, when the session's TTL or restart grace does not fit
 // it. A missing epoch marker is recreated first (see InitEpoch).
 func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay time.Duration) (bool, string, error) {
-	for attempt := 0; ; attempt++ {
+	type opened struct {
+		ok     bool
+		replID string
+	}
+	o, err := retryEpoch(ctx, e, func() (opened, bool, error) {
 		v, err := sessionOpen.Exec(ctx, e.C, []string{e.K.Lease(sid)},
 			[]string{owner, ms(ttl), ms(lockDelay), e.K.Prefix, ms(e.Grace)}).ToArray()
 		if err != nil {
-			return false, "", err
+			return opened{}, false, err
 		}
 		var code, g int64
 		if len(v) == 0 || num(v[0], &code) != nil {
-			return false, "", errReply
+			return opened{}, false, errReply
 		}
 		switch code {
 		case replyIDTaken:
-			return false, "", nil
+			return opened{}, false, nil
+		case replyEpochMissing:
+			return opened{}, true, nil
 		case replyGraceMismatch:
 			if len(v) != 2 || num(v[1], &g) != nil {
-				return false, "", errReply
+				return opened{}, false, errReply
 			}
-			return false, "", fmt.Errorf("%w: namespace %q records a restart grace of %v, and every session of it must have a TTL no longer than that and a RestartGrace no shorter (this one: TTL %v, RestartGrace %v)",
+			return opened{}, false, fmt.Errorf("%w: namespace %q records a restart grace of %v, and every session of it must have a TTL no longer than that and a RestartGrace no shorter (this one: TTL %v, RestartGrace %v)",
 				ErrGraceMismatch, e.K.Namespace(), time.Duration(g)*time.Millisecond, ttl, e.Grace)
 		case replyOpened:
 			var replID string
 			if len(v) != 3 || firstErr(num(v[1], &g), str(v[2], &replID)) != nil {
-				return false, "", errReply
+				return opened{}, false, errReply
 			}
 			e.seeGrace(time.Duration(g) * time.Millisecond)
-			return true, replID, nil
-		case replyEpochMissing:
-		default:
-			return false, "", errReply
+			return opened{true, replID}, false, nil
 		}
-		if attempt > 0 {
-			return false, "", fmt.Errorf("%w: epoch marker missing again", errReply)
-		}
-		if err := e.InitEpoch(ctx); err != nil {
-			return false, "", err
-		}
-	}
+		return opened{}, false, errReply
+	})
+	return o.ok, o.replID, err
 }
 
 // LeaseState is the state of a lease as Heartbeat reports it.
@@ -625,61 +555,70 @@ func (e Env) Heartbeat(ctx context.Context, sid string, ttl time.Duration, acked
 	args = append(args, ms(ttl), e.K.Prefix, ms(keepFor), strconv.Itoa(len(acked)))
 	args = append(args, acked...)
 	args = append(args, keep...)
-	for attempt := 0; ; attempt++ {
+	return retryEpoch(ctx, e, func() (Beat, bool, error) {
 		res, err := e.execWait(ctx, heartbeat, []string{e.K.Lease(sid)}, args)
 		if err != nil {
-			return Beat{}, err
+			return Beat{}, false, err
 		}
 		v, err := res.ToArray()
 		if err != nil {
-			return Beat{}, err
+			return Beat{}, false, err
 		}
 		if len(v) == 0 {
-			return Beat{}, errReply
+			return Beat{}, false, errReply
 		}
 		status, err := v[0].AsInt64()
 		if err != nil {
-			return Beat{}, err
+			return Beat{}, false, err
 		}
 		switch status {
 		case replyEpochMissing:
-			if attempt > 0 {
-				return Beat{}, fmt.Errorf("%w: epoch marker missing again", errReply)
-			}
-			if err := e.InitEpoch(ctx); err != nil {
-				return Beat{}, err
-			}
-			continue
+			return Beat{}, true, nil
 		case replyGone, replyReclaimable:
-			return Beat{State: LeaseState(status)}, nil
+			return Beat{State: LeaseState(status)}, false, nil
 		}
-		if len(v) < 4 {
-			return Beat{}, errReply
-		}
-		codes, err := v[1].ToString()
-		codes, ok := strings.CutPrefix(codes, "k")
-		if err != nil || !ok || len(codes) != len(keep) {
-			return Beat{}, fmt.Errorf("%w: %d key states for %d keys", errReply, len(codes), len(keep))
-		}
-		states := make([]KeyState, len(codes))
-		for i := range len(codes) {
-			states[i] = KeyState(codes[i])
-		}
-		out := Beat{State: Renewed, Keys: states}
-		if err := firstErr(str(v[2], &out.ReplID), num(v[3], &out.ServerMs)); err != nil {
-			return Beat{}, err
-		}
-		revoked := make([]string, 0, len(v)-4)
-		for _, m := range v[4:] {
-			s, err := m.ToString()
-			if err != nil {
-				return Beat{}, err
-			}
-			revoked = append(revoked, s)
-		}
-		out.Revoked = revoked
-		return out, nil
+		b, err := parseBeat(v, len(keep))
+		return b, false, err
+	})
+}
+
+// parseBeat reads the reply of a heartbeat that renewed the lease, with
+// nkeep keys to keep: {1, "k" .. key codes, replication id, server ms,
+// revoked hold ids...}.
+func parseBeat(v []rueidis.RedisMessage, nkeep int) (Beat, error) {
+	if len(v) < 4 {
+		return Beat{}, errReply
 	}
+	codes, err := v[1].ToString()
+	codes, ok := strings.CutPrefix(codes, "k")
+	if err != nil || !ok || len(codes) != nkeep {
+		return Beat{}, fmt.Errorf("%w: %d key states for %d keys", errReply, len(codes), nkeep)
+	}
+	states := make([]KeyState, len(codes))
+	for i := range len(codes) {
+		states[i] = KeyState(codes[i])
+	}
+	out := Beat{State: Renewed, Keys: states}
+	if err := firstErr(str(v[2], &out.ReplID), num(v[3], &out.ServerMs)); err != nil {
+		return Beat{}, err
+	}
+	if out.Revoked, err = strs(v[4:]); err != nil {
+		return Beat{}, err
+	}
+	return out, nil
+}
+
+// strs reads a list of strings.
+func strs(v []rueidis.RedisMessage) ([]string, error) {
+	out := make([]string, 0, len(v))
+	for _, m := range v {
+		s, err := m.ToString()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // KeyState is what a heartbeat did with a key it was asked to keep alive.
@@ -705,18 +644,8 @@ var ErrNotReclaimable = errors.New("the lease was lost outside a restart grace")
 
 // extra is the per-kind argument of reclaim.lua and verify.lua for h.
 func (h Held) extra() string {
-	switch h.R.Kind {
-	case Semaphore:
-		return strconv.FormatInt(h.R.Limit, 10)
-	case Pool:
-		return h.Member
-	case Election:
-		return h.R.Value
-	case RWMutex:
-		if h.R.Shared {
-			return "r"
-		}
-		return "w"
+	if x := h.R.Kind.mustSpec().extra; x != nil {
+		return x(h)
 	}
 	return ""
 }
@@ -742,51 +671,38 @@ func (e Env) Reclaim(ctx context.Context, sid, owner string, ttl, lockDelay time
 		args = append(args, h.R.Kind.short(), h.R.Name, h.HoldID, strconv.FormatInt(h.Token, 10),
 			strconv.FormatInt(h.R.N, 10), h.extra())
 	}
-	for attempt := 0; ; attempt++ {
+	return retryEpoch(ctx, e, func() ([]string, bool, error) {
 		res, err := e.execWait(ctx, reclaim, []string{e.K.Lease(sid), e.K.Epoch()}, args)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		v, err := res.ToArray()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if len(v) == 0 {
-			return nil, errReply
+			return nil, false, errReply
 		}
 		status, err := v[0].AsInt64()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		switch status {
 		case replyReclaimed:
-			return nil, nil
+			return nil, false, nil
 		case replyNotReclaimable:
-			return nil, ErrNotReclaimable
+			return nil, false, ErrNotReclaimable
 		case replyEpochMissing:
-			if attempt > 0 {
-				return nil, fmt.Errorf("%w: epoch marker missing again", errReply)
-			}
-			if err := e.InitEpoch(ctx); err != nil {
-				return nil, err
-			}
-			continue
+			return nil, true, nil
 		}
 		var g int64
 		if len(v) < 2 || num(v[1], &g) != nil {
-			return nil, errReply
+			return nil, false, errReply
 		}
 		e.seeGrace(time.Duration(g) * time.Millisecond)
-		lost := make([]string, 0, len(v)-2)
-		for _, m := range v[2:] {
-			s, err := m.ToString()
-			if err != nil {
-				return nil, err
-			}
-			lost = append(lost, s)
-		}
-		return lost, nil
-	}
+		lost, err := strs(v[2:])
+		return lost, false, err
+	})
 }
 
 // CloseLease deletes the lease of session sid.

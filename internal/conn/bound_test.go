@@ -1,4 +1,4 @@
-package scripts_test
+package conn_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
+	"github.com/leasehold/leasehold/internal/conn"
 	"github.com/leasehold/leasehold/internal/redistest"
-	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testutil"
 )
 
@@ -46,7 +46,7 @@ func TestBoundNeverWaitsForADial(t *testing.T) {
 	defer c.Close()
 	admin := testutil.Client(t, srv.Addr())
 	ctx := testutil.Ctx(t, 10*time.Second)
-	b := scripts.Bound(c)
+	b := conn.Bound(c)
 	id, err := c.Do(ctx, c.B().ClientId().Build()).AsInt64()
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestUntil(t *testing.T) {
 
 	early, cancelEarly := context.WithDeadline(context.Background(), dl.Add(-time.Minute))
 	defer cancelEarly()
-	if c, cancel := scripts.Until(early, dl); c != early {
+	if c, cancel := conn.Until(early, dl); c != early {
 		cancel()
 		t.Fatal("a ctx that ends before dl was wrapped again")
 	}
@@ -106,7 +106,7 @@ func TestUntil(t *testing.T) {
 			return c
 		}()},
 	} {
-		c, cancel := scripts.Until(tc.ctx, dl)
+		c, cancel := conn.Until(tc.ctx, dl)
 		if d, ok := c.Deadline(); !ok || !d.Equal(dl) {
 			t.Errorf("%s: deadline %v %v, want %v", tc.name, d, ok, dl)
 		}
@@ -116,7 +116,7 @@ func TestUntil(t *testing.T) {
 		}
 	}
 
-	if c, cancel := scripts.Until(early, time.Time{}); c != early {
+	if c, cancel := conn.Until(early, time.Time{}); c != early {
 		cancel()
 		t.Fatal("a zero dl wrapped ctx")
 	}

@@ -1,4 +1,4 @@
-package scripts_test
+package conn_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/leasehold/leasehold/internal/conn"
 	"github.com/leasehold/leasehold/internal/redistest"
-	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testutil"
 )
 
@@ -27,7 +27,7 @@ func laneClient(t *testing.T, ctx context.Context, srv *redistest.Server) (share
 		dials.Add(1)
 		return d.DialContext(ctx, "tcp", addr)
 	}
-	lane, err := scripts.NewLane(ctx, o)
+	lane, err := conn.NewLane(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func laneClient(t *testing.T, ctx context.Context, srv *redistest.Server) (share
 		t.Fatal("no lane on a standalone server")
 	}
 	t.Cleanup(lane.Close)
-	return shared, scripts.BoundLane(shared, lane), dials
+	return shared, conn.BoundLane(shared, lane), dials
 }
 
 // clientID returns the id of the connection that ran a CLIENT ID sent
@@ -163,7 +163,7 @@ func TestNoLaneOnCluster(t *testing.T) {
 	ctx := testutil.Ctx(t, 20*time.Second)
 	o := testutil.ClientOption(cl.Seeds()[0])
 	o.ForceSingleClient = false
-	lane, err := scripts.NewLane(ctx, o)
+	lane, err := conn.NewLane(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package scripts
+package conn
 
 import (
 	"context"
@@ -126,9 +126,9 @@ func (l *Lane) Close() {
 	}
 }
 
-// idle reports whether the lane exists and no call is on it now (another
+// Idle reports whether the lane exists and no call is on it now (another
 // call may take it at once: take decides).
-func (l *Lane) idle() bool { return l != nil && !l.busy.Load() }
+func (l *Lane) Idle() bool { return l != nil && !l.busy.Load() }
 
 // take reserves the lane for one call; false when it is busy (or nil).
 func (l *Lane) take() bool { return l != nil && l.busy.CompareAndSwap(false, true) }

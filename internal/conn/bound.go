@@ -1,4 +1,4 @@
-package scripts
+package conn
 
 import (
 	"context"
@@ -33,13 +33,13 @@ func (c bounded) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRes
 	if canLane(ctx, cmd) && c.lane.take() {
 		return c.lane.do(ctx, cmd)
 	}
-	return within(ctx, func() rueidis.RedisResult { return c.Client.Do(ctx, cmd) },
+	return Within(ctx, func() rueidis.RedisResult { return c.Client.Do(ctx, cmd) },
 		func(err error) rueidis.RedisResult { return rueidis.NewErrorResult(err) })
 }
 
 func (c bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
-	return within(ctx, func() []rueidis.RedisResult { return c.Client.DoMulti(ctx, multi...) },
-		func(err error) []rueidis.RedisResult { return failed(len(multi), err) })
+	return Within(ctx, func() []rueidis.RedisResult { return c.Client.DoMulti(ctx, multi...) },
+		func(err error) []rueidis.RedisResult { return Failed(len(multi), err) })
 }
 
 // Direct marks ctx, whose only end is a deadline that leasehold set on a
@@ -71,9 +71,9 @@ func Until(ctx context.Context, dl time.Time) (context.Context, context.CancelFu
 	return c, cancel
 }
 
-// within runs call, returning its result, or failed(ctx.Err()) when ctx ends
+// Within runs call, returning its result, or failed(ctx.Err()) when ctx ends
 // first (call then finishes in its goroutine).
-func within[T any](ctx context.Context, call func() T, failed func(error) T) T {
+func Within[T any](ctx context.Context, call func() T, failed func(error) T) T {
 	if _, ok := ctx.(direct); ok || ctx.Done() == nil {
 		return call()
 	}
@@ -90,4 +90,29 @@ func within[T any](ctx context.Context, call func() T, failed func(error) T) T {
 			return failed(ctx.Err())
 		}
 	}
+}
+
+// Failed returns n results that report err.
+func Failed(n int, err error) []rueidis.RedisResult {
+	rs := make([]rueidis.RedisResult, n)
+	for i := range rs {
+		rs[i] = rueidis.NewErrorResult(err)
+	}
+	return rs
+}
+
+// LaneOf returns the lane of c if c is BoundLane's, else nil.
+func LaneOf(c rueidis.Client) *Lane {
+	if b, ok := c.(bounded); ok {
+		return b.lane
+	}
+	return nil
+}
+
+// Unbound returns the client c wraps if c is Bound's, else c.
+func Unbound(c rueidis.Client) rueidis.Client {
+	if b, ok := c.(bounded); ok {
+		return b.Client
+	}
+	return c
 }
