@@ -229,8 +229,8 @@ func flightCtx(dl time.Time) (context.Context, context.CancelFunc) {
 }
 
 // fly sends flights while calls are queued, then parks until a call wakes
-// it (a goroutine that stays keeps the stack it grew: a new one per flight
-// cost the serial lock+release 6% of its client CPU in stack growth), or
+// it (a goroutine that stays keeps the stack it grew, which a new one per
+// flight would grow again: see docs/performance.md), or
 // ends once the batcher is stopped.
 func (b *Batcher[I, R]) fly() {
 	for {

@@ -45,8 +45,8 @@ func (c bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []ruei
 // Direct marks ctx, whose only end is a deadline that leasehold set on a
 // caller's ctx that never ends, as one that Bound's Do and DoMulti need not
 // watch: they run the call on the caller's goroutine, saving the hand-over
-// to another goroutine and back (about a third of an uncontended
-// lock+release, see docs/performance.md). rueidis honours the deadline by
+// to another goroutine and back (a large share of an uncontended
+// lock+release's client CPU: docs/performance.md). rueidis honours the deadline by
 // itself: a socket deadline on a synchronous call, a select on Done in
 // pipelined mode. What it does not bound is the wait for a redial that
 // another goroutine started (see Bound); that wait has its own bound (the

@@ -17,8 +17,7 @@ import (
 // reply itself), with no goroutine between the call and its reply. The
 // session's shared client serves such a call through Bound's hand-over to
 // another goroutine, or rueidis' pipelining goroutines, either of which
-// costs a serial call about a quarter more client CPU (docs/performance.md,
-// "Issue 28").
+// costs a serial call measurably more client CPU (docs/performance.md).
 //
 // rueidis' synchronous mode honours a ctx's deadline (a socket deadline) but
 // not its cancellation. The lane adds that: when the call's ctx ends, it
