@@ -29,7 +29,10 @@
 //	}
 //	return o.Err() // ctx's cause, session.ErrLeaseLost or ErrClosed, or ErrInvalidName
 //
-// Observe(ctx) is Observer(ctx).C(), for callers that need no reason.
+// Observe(ctx) is Observer(ctx).C(), for callers that need no reason. An
+// Observer ends with its session; ManagerObserver follows a Manager's
+// sessions instead, as Run does, for a process that observes for its whole
+// life.
 //
 // # Guarantees and limits
 //

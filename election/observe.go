@@ -169,3 +169,44 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// ManagerObserver is Observer for the election name on m's live session,
+// across sessions: when that session's lease is lost, the observation goes
+// on with the session m opens next (as election.Run campaigns again), and
+// the channel gets the leader read on it, unless it is the one it had.
+// Between the two sessions nothing is delivered: the last value received
+// may then be stale, as it may be while any observer's session waits for
+// Redis.
+//
+// The observation ends, and the channel is closed, when ctx ends, when m is
+// closed (Err matches session.ErrManagerClosed or session.ErrClosed), when
+// the name is invalid (session.ErrInvalidName), or when Redis refuses a
+// read for good (session.ErrRedisRefused). It runs in a goroutine of its
+// own, which ends then: end ctx or close m to stop it.
+func ManagerObserver(ctx context.Context, m *session.Manager, name string) *Observer {
+	o := &Observer{c: make(chan Leader, 1)}
+	if err := session.CheckName(name); err != nil {
+		o.end(fmt.Errorf("election: %w", err))
+		return o
+	}
+	go func() {
+		var last *Leader
+		err := m.Run(ctx, func(ctx context.Context, s *session.Session) error {
+			in := New(s, name).Observer(ctx)
+			for l := range in.C() {
+				if last != nil && *last == l {
+					continue
+				}
+				last = &l
+				select {
+				case <-o.c: // drop the unread older value
+				default:
+				}
+				o.c <- l
+			}
+			return in.Err()
+		})
+		o.end(err)
+	}()
+	return o
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/session"
@@ -130,4 +131,73 @@ func closedAtOnce(t *testing.T, o *election.Observer) error {
 		t.Fatal("Observer channel open, want it closed at once")
 	}
 	return o.Err()
+}
+
+// TestManagerObserverFollowsSessions: a ManagerObserver goes on observing
+// after its session's lease is lost, on the session the Manager opens
+// next, and ends when the Manager is closed.
+func TestManagerObserverFollowsSessions(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, addr, ns)
+	ctx := testutil.Ctx(t, 20*time.Second)
+	probe := testutil.Client(t, addr)
+	m := session.NewManager(testutil.Client(t, addr), session.Options{Namespace: ns, TTL: time.Second})
+	t.Cleanup(func() { m.Close() })
+	leader := testutil.Dial(t, addr, ns, session.Options{TTL: 5 * time.Second})
+
+	if err := closedAtOnce(t, election.ManagerObserver(ctx, m, "")); !errors.Is(err, session.ErrInvalidName) {
+		t.Fatalf("ManagerObserver with an empty name: Err = %v, want ErrInvalidName", err)
+	}
+	o := election.ManagerObserver(ctx, m, "followed")
+	if l := recv(t, o.C(), 5*time.Second); l != (election.Leader{}) {
+		t.Fatalf("first value with nobody leading = %+v, want the zero Leader", l)
+	}
+	h, err := election.New(leader, "followed").Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := recv(t, o.C(), 5*time.Second); l.Value != "a" || l.Session != leader.ID() {
+		t.Fatalf("after a campaign: %+v, want a led by %s", l, leader.ID())
+	}
+
+	// The observer's session loses its lease (deleted behind its back).
+	s, err := m.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probe.Do(ctx, probe.B().Del().Key(hook.Env(s).K.Lease(s.ID())).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("the observer's session outlived its deleted lease")
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Observed on the next session: nobody leads, then b.
+	if l := recv(t, o.C(), 5*time.Second); l != (election.Leader{}) {
+		t.Fatalf("after the resignation, on the next session: %+v, want the zero Leader", l)
+	}
+	if _, err := election.New(leader, "followed").Campaign(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if l := recv(t, o.C(), 5*time.Second); l.Value != "b" {
+		t.Fatalf("after the second campaign: %+v, want b", l)
+	}
+	if err := o.Err(); err != nil {
+		t.Fatalf("Err while observing = %v, want nil", err)
+	}
+	if s2, err := m.Session(ctx); err != nil || s2 == s {
+		t.Fatalf("the Manager's session after the loss: %v, %v; want a new one", s2, err)
+	}
+
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := closedErr(t, o, 5*time.Second); !errors.Is(err, session.ErrManagerClosed) && !errors.Is(err, session.ErrClosed) {
+		t.Fatalf("Err after Manager.Close = %v, want ErrManagerClosed or ErrClosed", err)
+	}
 }
