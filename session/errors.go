@@ -57,6 +57,11 @@ var (
 	// errors.As finds the *rueidis.RedisError.
 	ErrRedisRefused = lease.ErrRedisRefused
 
+	// ErrUnsupportedRedis is returned by Dial and New when Redis reports a
+	// version older than MinRedis, the oldest one leasehold supports; the
+	// error names both, and matches ErrRedisRefused too.
+	ErrUnsupportedRedis = lease.ErrUnsupportedRedis
+
 	// ErrManagerClosed is returned by a Manager's methods after Close.
 	ErrManagerClosed = errors.New("session: manager closed")
 )

@@ -102,6 +102,11 @@ type Options struct {
 // no longer (see Options.RestartGrace).
 const DefaultRestartGrace = lease.DefaultRestartGrace
 
+// MinRedis is the oldest Redis version leasehold supports (7.0: the
+// read-only calls use EVALSHA_RO). Dial and New refuse an older one with
+// ErrUnsupportedRedis.
+const MinRedis = lease.MinRedis
+
 // MaxNameLen is the longest resource name accepted, in bytes.
 const MaxNameLen = 1024
 

@@ -53,6 +53,11 @@ var (
 	// an election Observer ends with it. The error also wraps Redis' reply:
 	// errors.As finds the *rueidis.RedisError.
 	ErrRedisRefused = errors.New("session: refused by Redis")
+
+	// ErrUnsupportedRedis is returned by Dial and New when Redis reports a
+	// version older than the oldest one leasehold supports (MinRedis); the
+	// error names both, and matches ErrRedisRefused too.
+	ErrUnsupportedRedis = errors.New("session: unsupported Redis version")
 )
 
 // redisErr returns err, the error of what (a phrase such as "open lease"),

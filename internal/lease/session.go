@@ -118,6 +118,9 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		ctx, cancel = context.WithTimeout(ctx, o.TTL)
 		defer cancel()
 	}
+	if err := checkVersion(ctx, c); err != nil {
+		return nil, err
+	}
 	var lane *conn.Lane
 	if o.Conn != nil && c.Mode() == rueidis.ClientModeStandalone { // see conn.Lane
 		if lane, err = conn.NewLane(ctx, clientOptions(*o.Conn, o.TTL)); err != nil {
