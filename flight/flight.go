@@ -89,7 +89,7 @@ func New(s *session.Session, name string, o Options) *Group {
 	g := &Group{s: s, name: name, o: o}
 	switch {
 	case s == nil:
-		g.err = fmt.Errorf("%w: nil session", ErrInvalidOptions)
+		g.err = fmt.Errorf("%w: %w", ErrInvalidOptions, session.ErrNilSession)
 	case o.TTL < 0 || o.ErrorTTL < 0:
 		g.err = fmt.Errorf("%w: negative TTL (%v) or ErrorTTL (%v)", ErrInvalidOptions, o.TTL, o.ErrorTTL)
 	case o.MaxValue < 0 || o.MaxValue > maxMaxValue:

@@ -109,7 +109,10 @@ func (p *Pool) claim(ctx context.Context, key string, wait bool) (*session.Hold,
 		return nil, err
 	}
 	h, err := hook.Claim(ctx, p.s, scripts.Resource{Kind: scripts.Pool, Name: p.name, Key: key}, wait)
-	return h, scripts.Relabel(err, scripts.ErrNotMember, ErrNotMember)
+	if errors.Is(err, scripts.ErrNotMember) {
+		return nil, fmt.Errorf("pool %q: %q: %w", p.name, key, ErrNotMember)
+	}
+	return h, err
 }
 
 // Holder is the holder of one member.

@@ -371,8 +371,9 @@ func TestAcquireKey(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := p2.AcquireKey(ctx, "nope"); !errors.Is(err, pool.ErrNotMember) {
-		t.Fatalf("AcquireKey of a non-member: %v, want ErrNotMember", err)
+	if _, err := p2.AcquireKey(ctx, "nope"); !errors.Is(err, pool.ErrNotMember) ||
+		!strings.Contains(err.Error(), `"nope"`) || !strings.Contains(err.Error(), `"ak"`) {
+		t.Fatalf("AcquireKey of a non-member: %v, want ErrNotMember naming the pool and the key", err)
 	}
 	if st := stats(t, ctx, p1); st.Waiters != 0 || st.Free != 3 {
 		t.Fatalf("after AcquireKey of a non-member: Stats = %+v", st)

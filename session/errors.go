@@ -62,6 +62,11 @@ var (
 	// error names both, and matches ErrRedisRefused too.
 	ErrUnsupportedRedis = lease.ErrUnsupportedRedis
 
+	// ErrNilSession is the error of every call of a primitive made with a
+	// nil *Session (mutex.New(nil, name), ...): Session.Err returns it for
+	// a nil receiver.
+	ErrNilSession = errors.New("session: nil *Session")
+
 	// ErrManagerClosed is returned by a Manager's methods after Close.
 	ErrManagerClosed = errors.New("session: manager closed")
 )

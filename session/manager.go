@@ -56,6 +56,9 @@ func (m *Manager) Session(ctx context.Context) (*Session, error) {
 	if _, err := m.o.withDefaults(); err != nil {
 		return nil, err
 	}
+	if m.c == nil {
+		return nil, fmt.Errorf("%w: NewManager was given a nil client", ErrInvalidOptions)
+	}
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 50 * time.Millisecond
 	bo.MaxInterval = 2 * time.Second

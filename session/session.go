@@ -102,7 +102,12 @@ func (s *Session) Done() <-chan struct{} { return s.l.Done() }
 // by Hold.Done of a hold canceled because the session was lost or closed
 // sees Err report that cause. Done and Context follow right after every
 // such hold has ended.
-func (s *Session) Err() error { return s.l.Err() }
+func (s *Session) Err() error {
+	if s == nil {
+		return ErrNilSession // a primitive built on no session: its calls fail with this
+	}
+	return s.l.Err()
+}
 
 // Deadline returns the local lease deadline: the instant until which the
 // lease is proven alive by the last confirmed heartbeat. It moves forward with

@@ -28,6 +28,9 @@ func Unwrap(h *session.Hold) *lease.Hold { return lease.HoldOf(h) }
 
 // Claim asks s for r (see lease.Session.Claim) and returns the public hold.
 func Claim(ctx context.Context, s *session.Session, r scripts.Resource, wait bool) (*session.Hold, error) {
+	if s == nil {
+		return nil, session.ErrNilSession
+	}
 	pub, err := lease.Of(s).ClaimPublic(ctx, r, wait)
 	if err != nil {
 		return nil, err
