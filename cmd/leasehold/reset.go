@@ -55,7 +55,7 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 
 	targets := pos
 	if *all {
-		if targets, err = names(ctx, e.C, e.K, "m:"); err != nil {
+		if targets, err = names(ctx, e.C, e.K.Listing(scripts.Mutex)); err != nil {
 			return fail(exitError, "reset: %v", err)
 		}
 	}
@@ -133,8 +133,8 @@ func otherKind(ctx context.Context, e scripts.Env, name string) string {
 		{"election", e.K.Election(name)},
 		{"rwmutex", e.K.RWMutex(name)},
 		{"rwmutex", e.K.RWMutexReaders(name)},
-		{"pool", e.K.PoolBase(name) + "f"},
-		{"pool", e.K.PoolBase(name) + "h"},
+		{"pool", e.K.PoolFree(name)},
+		{"pool", e.K.PoolHeld(name)},
 	} {
 		n, err := e.C.Do(ctx, e.C.B().Exists().Key(k.key).Build()).AsInt64()
 		if err == nil && n > 0 {

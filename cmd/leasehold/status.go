@@ -229,7 +229,7 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 		return h
 	}
 
-	mutexes, err := names(ctx, e.C, e.K, "m:")
+	mutexes, err := names(ctx, e.C, e.K.Listing(scripts.Mutex))
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +247,7 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 		st.Mutexes = append(st.Mutexes, m)
 	}
 
-	sems, err := names(ctx, e.C, e.K, "sem:")
+	sems, err := names(ctx, e.C, e.K.Listing(scripts.Semaphore))
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 		st.Semaphores = append(st.Semaphores, s)
 	}
 
-	pools, err := poolNames(ctx, e.C, e.K)
+	pools, err := names(ctx, e.C, e.K.Listing(scripts.Pool))
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +286,7 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 		st.Pools = append(st.Pools, p)
 	}
 
-	els, err := names(ctx, e.C, e.K, "el:")
+	els, err := names(ctx, e.C, e.K.Listing(scripts.Election))
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +343,7 @@ func readCluster(ctx context.Context, e scripts.Env) (*ClusterStatus, error) {
 
 // readSessions reads every lease of the namespace: owner, TTL and time left.
 func readSessions(ctx context.Context, e scripts.Env) (map[string]*SessionStatus, error) {
-	ids, err := names(ctx, e.C, e.K, "s:")
+	ids, err := names(ctx, e.C, e.K.Sessions())
 	if err != nil {
 		return nil, err
 	}

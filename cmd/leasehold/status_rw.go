@@ -23,7 +23,7 @@ type RWMutexStatus struct {
 // as readStatus does.
 func readStatusRW(ctx context.Context, e scripts.Env, holds map[string][]HoldStatus,
 	holder func(hid, owner string, token int64) *HolderStatus) ([]RWMutexStatus, error) {
-	rws, err := names(ctx, e.C, e.K, "rw:")
+	rws, err := names(ctx, e.C, e.K.Listing(scripts.RWMutex))
 	if err != nil {
 		return nil, err
 	}
