@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -181,9 +180,7 @@ func cmdStatus(ctx context.Context, g *globals, args []string, stdout io.Writer)
 		return fail(exitError, "status: %v", err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return writeJSON(stdout, st)
 	}
 	printStatus(stdout, st)
 	return nil
