@@ -19,8 +19,6 @@ import (
 // adminTimeout bounds status, reset and pool commands.
 const adminTimeout = 15 * time.Second
 
-// connect opens a client for a command that needs no session (status,
-// reset, pool). The caller closes it.
 // connectAdmin is connect for the short admin commands (status, reset,
 // pool): the returned ctx is bounded by adminTimeout, and done closes the
 // client and releases the ctx.
@@ -33,6 +31,8 @@ func connectAdmin(ctx context.Context, g *globals) (context.Context, scripts.Env
 	return ctx, e, func() { cancel(); c.Close() }, nil
 }
 
+// connect opens a client for a command that needs no session (status,
+// reset, pool). The caller closes it.
 func connect(g *globals) (rueidis.Client, scripts.Env, error) {
 	if err := g.check(); err != nil {
 		return nil, scripts.Env{}, err

@@ -3,7 +3,8 @@ package scripts
 import "strings"
 
 // The suffixes, after a pool's base (PoolBase), of the two keys of which a
-// pool with members has at least one (see pool_lib.lua).
+// pool with members has at least one. pool_lib.lua and Env.poolKeys spell
+// them too: a change is made in all three.
 const (
 	poolFree = "f"
 	poolHeld = "h"
@@ -57,22 +58,21 @@ func (k Keys) Listing(kind Kind) Listing {
 func (l Listing) Pattern() string { return globEscape(l.base) + "*" }
 
 // Name returns the name of the record whose key is key, and false when key
-// is not one of the listing's.
+// is not one of the listing's. Names are never empty.
 func (l Listing) Name(key string) (string, bool) {
 	name, ok := strings.CutPrefix(key, l.base)
 	if !ok {
 		return "", false
 	}
-	if l.marks != nil {
-		ok = false
-		for _, m := range l.marks {
-			if n, cut := strings.CutSuffix(name, ":"+m); cut {
-				name, ok = n, true
-				break
-			}
+	if l.marks == nil {
+		return name, name != ""
+	}
+	for _, m := range l.marks {
+		if n, cut := strings.CutSuffix(name, ":"+m); cut {
+			return n, n != ""
 		}
 	}
-	return name, ok && name != ""
+	return "", false
 }
 
 // globEscape escapes the characters special in Redis glob patterns.
