@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/pool"
 	"github.com/leasehold/leasehold/session"
@@ -95,7 +96,7 @@ func TestLockSIGSTOP(t *testing.T) {
 	// away, then read when the server will expire the lease and pause Redis.
 	probe := testutil.Client(t, srv.Addr())
 	ctx := testutil.Ctx(t, 30*time.Second)
-	lease := "{" + ns + "}:s:" + sid
+	lease := scripts.NewKeys(ns).Lease(sid)
 	expireAt := func() int64 {
 		v, err := probe.Do(ctx, probe.B().Arbitrary("PEXPIRETIME").Keys(lease).Build()).AsInt64()
 		if err != nil || v <= 0 {

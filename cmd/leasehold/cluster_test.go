@@ -21,6 +21,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/internal/testutil"
 )
 
@@ -35,7 +36,7 @@ func TestCluster(t *testing.T) {
 	c := redistest.StartCluster(t, redistest.ClusterOptions{})
 	master := c.MasterOf(t, redistest.NumSlots-1)
 	ns := namespaceOn(t, c, master)
-	slot := redistest.Slot("{" + ns + "}:")
+	slot := redistest.Slot(scripts.NewKeys(ns).Prefix)
 	initEpochCluster(t, c, ns)
 
 	seeds := c.Seeds()
@@ -176,7 +177,7 @@ func namespaceOn(t *testing.T, c *redistest.Cluster, master *redistest.Server) s
 	base := redistest.Namespace(t)
 	for i := range 1000 {
 		ns := base + "-" + strconv.Itoa(i)
-		if c.MasterOf(t, redistest.Slot("{"+ns+"}:")) == master {
+		if c.MasterOf(t, redistest.Slot(scripts.NewKeys(ns).Prefix)) == master {
 			return ns
 		}
 	}
@@ -190,7 +191,7 @@ func initEpochCluster(t *testing.T, c *redistest.Cluster, ns string) {
 	t.Helper()
 	cl := c.Client(t)
 	ctx := testutil.Ctx(t, 10*time.Second)
-	if err := cl.Do(ctx, cl.B().Set().Key("{"+ns+"}:epoch").Value("0").Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
+	if err := cl.Do(ctx, cl.B().Set().Key(scripts.NewKeys(ns).Epoch()).Value("0").Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
 		t.Fatalf("init epoch: %v", err)
 	}
 }

@@ -39,45 +39,9 @@ func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	if i := subcommand(args, runnerFlagSet()); i >= 0 && args[i] == "acquire" {
 		return cmdPoolAcquire(ctx, g, slices.Delete(slices.Clone(args), i, i+1), stdout)
 	}
-	pos, _, hasCmd, err := c.parse(args, stdout)
+	op, name, keys, err := parsePoolArgs(c, args, stdout)
 	if err != nil {
 		return err
-	}
-	if hasCmd {
-		return c.usageErr("unexpected \"--\"")
-	}
-	if len(pos) == 0 {
-		return c.usageErr("no subcommand")
-	}
-	op, rest := pos[0], pos[1:]
-	if !slices.Contains([]string{"add", "rm", "ls", "stats"}, op) {
-		return c.usageErr("unknown subcommand %q", op)
-	}
-	if len(rest) == 0 {
-		return c.usageErr("no pool NAME")
-	}
-	name, keys := rest[0], rest[1:]
-	check := checkExisting // ls, stats and rm also serve names stored before the rules
-	if op == "add" {
-		check = checkName
-	}
-	if err := check("pool", name); err != nil {
-		return err
-	}
-	switch op {
-	case "add", "rm":
-		if len(keys) == 0 {
-			return c.usageErr("%s needs at least one KEY", op)
-		}
-		for _, k := range keys {
-			if err := check("pool key", k); err != nil {
-				return err
-			}
-		}
-	default:
-		if len(keys) > 0 {
-			return c.usageErr("%s takes no KEYS", op)
-		}
 	}
 	ctx, e, done, err := connectAdmin(ctx, g)
 	if err != nil {
@@ -87,66 +51,134 @@ func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 
 	switch op {
 	case "add":
-		added, _, err := e.PoolChange(ctx, name, "add", keys)
-		if err != nil {
-			return fail(exitError, "pool %q: add: %v", name, err)
-		}
-		fmt.Fprintf(stdout, "pool %q: added %d of %d (the others were members already)\n", name, added, len(keys))
+		return poolAdd(ctx, e, name, keys, stdout)
 	case "rm":
-		before, err := e.PoolStats(ctx, name)
-		if err != nil {
-			return fail(exitError, "pool %q: %v", name, err)
+		return poolRemove(ctx, e, name, keys, stdout)
+	}
+	st, err := readStatusPool(ctx, e, name)
+	if err != nil {
+		return fail(exitError, "pool %q: %v", name, err)
+	}
+	switch {
+	case op == "ls":
+		for _, m := range st.Members {
+			fmt.Fprintln(stdout, esc(m))
 		}
-		_, removed, err := e.PoolChange(ctx, name, "remove", keys)
-		if errors.Is(err, scripts.ErrNotMember) {
-			err = scripts.Relabel(err, scripts.ErrNotMember, pool.ErrNotMember)
-			return fail(exitError, "pool %q: rm: %s; nothing removed", name, strings.TrimPrefix(err.Error(), "pool: "))
+	case *asJSON:
+		return writeJSON(stdout, st)
+	default:
+		printPoolStats(stdout, st)
+	}
+	return nil
+}
+
+// parsePoolArgs checks the arguments of pool add, rm, ls and stats: the
+// subcommand, the pool's name and the member keys (add and rm only).
+func parsePoolArgs(c *command, args []string, stdout io.Writer) (op, name string, keys []string, err error) {
+	pos, _, hasCmd, err := c.parse(args, stdout)
+	switch {
+	case err != nil:
+		return "", "", nil, err
+	case hasCmd:
+		return "", "", nil, c.usageErr("unexpected \"--\"")
+	case len(pos) == 0:
+		return "", "", nil, c.usageErr("no subcommand")
+	}
+	op, rest := pos[0], pos[1:]
+	if !slices.Contains([]string{"add", "rm", "ls", "stats"}, op) {
+		return "", "", nil, c.usageErr("unknown subcommand %q", op)
+	}
+	if len(rest) == 0 {
+		return "", "", nil, c.usageErr("no pool NAME")
+	}
+	name, keys = rest[0], rest[1:]
+	check := checkExisting // ls, stats and rm also serve names stored before the rules
+	if op == "add" {
+		check = checkName
+	}
+	if err := check("pool", name); err != nil {
+		return "", "", nil, err
+	}
+	if op != "add" && op != "rm" {
+		if len(keys) > 0 {
+			return "", "", nil, c.usageErr("%s takes no KEYS", op)
 		}
-		if err != nil {
-			return fail(exitError, "pool %q: rm: %v", name, err)
+		return op, name, nil, nil
+	}
+	if len(keys) == 0 {
+		return "", "", nil, c.usageErr("%s needs at least one KEY", op)
+	}
+	for _, k := range keys {
+		if err := check("pool key", k); err != nil {
+			return "", "", nil, err
 		}
-		fmt.Fprintf(stdout, "pool %q: removed %d\n", name, removed)
-		for _, h := range before.Held {
-			if slices.Contains(keys, h.Key) {
-				fmt.Fprintf(stdout, "  %s was held by session %s (owner %s): that hold ends\n", esc(h.Key), esc(sidOf(h.HoldID)), cell(h.Owner))
-			}
-		}
-	case "ls", "stats":
-		st, err := readStatusPool(ctx, e, name)
-		if err != nil {
-			return fail(exitError, "pool %q: %v", name, err)
-		}
-		if op == "ls" {
-			for _, m := range st.Members {
-				fmt.Fprintln(stdout, esc(m))
-			}
-			return nil
-		}
-		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
-		}
-		fmt.Fprintf(stdout, "pool %q: %d members, %d held, %d free, %d waiting\n",
-			name, len(st.Members), len(st.Held), len(st.Free), st.Waiters)
-		if len(st.Members) > 0 {
-			tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tHOLDER SESSION\tOWNER\tTOKEN\tLEFT")
-			held := map[string]PoolMemberStatus{}
-			for _, h := range st.Held {
-				held[h.Key] = h
-			}
-			for _, m := range st.Members {
-				if h, ok := held[m]; ok {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", esc(m), esc(h.Session), cell(h.Owner), h.Token, msHuman(h.RemainingMs))
-				} else {
-					fmt.Fprintf(tw, "%s\t(free)\t-\t-\t-\n", esc(m))
-				}
-			}
-			tw.Flush()
+	}
+	return op, name, keys, nil
+}
+
+// poolAdd adds keys to pool name as free members.
+func poolAdd(ctx context.Context, e scripts.Env, name string, keys []string, stdout io.Writer) error {
+	added, _, err := e.PoolChange(ctx, name, "add", keys)
+	if err != nil {
+		return fail(exitError, "pool %q: add: %v", name, err)
+	}
+	fmt.Fprintf(stdout, "pool %q: added %d of %d (the others were members already)\n", name, added, len(keys))
+	return nil
+}
+
+// poolRemove removes keys from pool name, all or none, and says whose
+// holds end.
+func poolRemove(ctx context.Context, e scripts.Env, name string, keys []string, stdout io.Writer) error {
+	before, err := e.PoolStats(ctx, name)
+	if err != nil {
+		return fail(exitError, "pool %q: %v", name, err)
+	}
+	_, removed, err := e.PoolChange(ctx, name, "remove", keys)
+	if errors.Is(err, scripts.ErrNotMember) {
+		err = scripts.Relabel(err, scripts.ErrNotMember, pool.ErrNotMember)
+		return fail(exitError, "pool %q: rm: %s; nothing removed", name, strings.TrimPrefix(err.Error(), "pool: "))
+	}
+	if err != nil {
+		return fail(exitError, "pool %q: rm: %v", name, err)
+	}
+	fmt.Fprintf(stdout, "pool %q: removed %d\n", name, removed)
+	for _, h := range before.Held {
+		if slices.Contains(keys, h.Key) {
+			fmt.Fprintf(stdout, "  %s was held by session %s (owner %s): that hold ends\n", esc(h.Key), esc(sidOf(h.HoldID)), cell(h.Owner))
 		}
 	}
 	return nil
+}
+
+// printPoolStats prints pool stats' text output: a summary line, then
+// each member with its holder, if any.
+func printPoolStats(w io.Writer, st PoolStatus) {
+	fmt.Fprintf(w, "pool %q: %d members, %d held, %d free, %d waiting\n",
+		st.Name, len(st.Members), len(st.Held), len(st.Free), st.Waiters)
+	if len(st.Members) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "KEY\tHOLDER SESSION\tOWNER\tTOKEN\tLEFT")
+	held := map[string]PoolMemberStatus{}
+	for _, h := range st.Held {
+		held[h.Key] = h
+	}
+	for _, m := range st.Members {
+		if h, ok := held[m]; ok {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", esc(m), esc(h.Session), cell(h.Owner), h.Token, msHuman(h.RemainingMs))
+		} else {
+			fmt.Fprintf(tw, "%s\t(free)\t-\t-\t-\n", esc(m))
+		}
+	}
+}
+
+// writeJSON writes v as indented JSON (status --json, pool stats --json).
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // subcommand returns the index in args of the first argument that is not a

@@ -20,8 +20,6 @@ import (
 // adminTimeout bounds status, reset and pool commands.
 const adminTimeout = 15 * time.Second
 
-// connect opens a client for a command that needs no session (status,
-// reset, pool). The caller closes it.
 // connectAdmin is connect for the short admin commands (status, reset,
 // pool): the returned ctx is bounded by adminTimeout, and done closes the
 // client and releases the ctx.
@@ -34,6 +32,8 @@ func connectAdmin(ctx context.Context, g *globals) (context.Context, scripts.Env
 	return ctx, e, func() { cancel(); c.Close() }, nil
 }
 
+// connect opens a client for a command that needs no session (status,
+// reset, pool). The caller closes it.
 func connect(g *globals) (rueidis.Client, scripts.Env, error) {
 	if err := g.check(); err != nil {
 		return nil, scripts.Env{}, err
@@ -63,18 +63,6 @@ func describeAddr(opt rueidis.ClientOption) string {
 		a = fmt.Sprintf("sentinel %s (master %q)", a, opt.Sentinel.MasterSet)
 	}
 	return a
-}
-
-// globEscape escapes the characters special in Redis glob patterns.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // clusterShard is one master of a Redis Cluster and the slots it serves.
@@ -224,11 +212,11 @@ func scanTargets(ctx context.Context, c rueidis.Client) ([]scanTarget, error) {
 	return out, nil
 }
 
-// scan returns the keys of namespace k that start with k.Prefix+sub, sorted.
-// On Redis Cluster every master is scanned (see scanTargets); a key found
-// on two masters (the slot migrating) is listed once.
-func scan(ctx context.Context, c rueidis.Client, k scripts.Keys, sub string) ([]string, error) {
-	pattern := globEscape(k.Prefix+sub) + "*"
+// names returns the names of the records of l (see scripts.Listing),
+// sorted. On Redis Cluster every master is scanned (see scanTargets); a key
+// found on two masters (the slot migrating) is listed once.
+func names(ctx context.Context, c rueidis.Client, l scripts.Listing) ([]string, error) {
+	pattern := l.Pattern()
 	targets, err := scanTargets(ctx, c)
 	if err != nil {
 		return nil, err
@@ -246,44 +234,13 @@ func scan(ctx context.Context, c rueidis.Client, k scripts.Keys, sub string) ([]
 				return nil, fmt.Errorf("SCAN %s: %w", pattern, err)
 			}
 			for _, key := range e.Elements {
-				seen[key] = true
+				if name, ok := l.Name(key); ok {
+					seen[name] = true
+				}
 			}
 			if cursor = e.Cursor; cursor == 0 {
 				break
 			}
-		}
-	}
-	return slices.Sorted(maps.Keys(seen)), nil
-}
-
-// names returns the resource names of the keys found under k.Prefix+sub.
-func names(ctx context.Context, c rueidis.Client, k scripts.Keys, sub string) ([]string, error) {
-	keys, err := scan(ctx, c, k, sub)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(keys))
-	for _, key := range keys {
-		out = append(out, strings.TrimPrefix(key, k.Prefix+sub))
-	}
-	return out, nil
-}
-
-// poolNames derives pool names from their keys: "{ns}:pool:<name>:" followed
-// by f (free members), h (held members), t, s or i:<session id>. A pool with
-// members has an f or an h key.
-func poolNames(ctx context.Context, c rueidis.Client, k scripts.Keys) ([]string, error) {
-	keys, err := scan(ctx, c, k, "pool:")
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	for _, key := range keys {
-		rest := strings.TrimPrefix(key, k.Prefix+"pool:")
-		if name, ok := strings.CutSuffix(rest, ":f"); ok && name != "" {
-			seen[name] = true
-		} else if name, ok := strings.CutSuffix(rest, ":h"); ok && name != "" {
-			seen[name] = true
 		}
 	}
 	return slices.Sorted(maps.Keys(seen)), nil

@@ -53,48 +53,69 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 	}
 	defer done()
 
-	targets := pos
 	if *all {
-		if targets, err = names(ctx, e.C, e.K, "m:"); err != nil {
-			return fail(exitError, "reset: %v", err)
-		}
+		return resetAll(ctx, e, *yes, stdout)
 	}
-	type held struct {
-		name string
-		in   scripts.MutexInfo
+	return resetName(ctx, e, pos[0], *yes, stdout)
+}
+
+// heldMutex is a mutex that reset found held, as it found it.
+type heldMutex struct {
+	name string
+	in   scripts.MutexInfo
+}
+
+// resetAll force-releases every held mutex of namespace e.K.
+func resetAll(ctx context.Context, e scripts.Env, yes bool, stdout io.Writer) error {
+	mutexes, err := names(ctx, e.C, e.K.Listing(scripts.Mutex))
+	if err != nil {
+		return fail(exitError, "reset: %v", err)
 	}
-	var plan []held
-	for _, name := range targets {
+	var plan []heldMutex
+	for _, name := range mutexes {
 		in, err := e.MutexInspect(ctx, name)
 		if err != nil {
 			return fail(exitError, "reset: mutex %q: %v", name, err)
 		}
 		if in.HoldID != "" {
-			plan = append(plan, held{name, in})
-			continue
+			plan = append(plan, heldMutex{name, in})
 		}
-		if *all {
-			continue
-		}
-		if in.Token == 0 {
-			switch kind := otherKind(ctx, e, name); kind {
-			case "election":
-				return resetElection(ctx, e, name, *yes, stdout)
-			case "rwmutex":
-				return resetRWMutex(ctx, e, name, *yes, stdout)
-			case "semaphore", "pool":
-				return fail(exitError, "reset: %q is a %s; reset force-releases mutexes, read-write mutexes and election leaders only", name, kind)
-			}
-			return fail(exitError, "reset: no mutex %q in namespace %q", name, g.namespace)
-		}
+	}
+	return resetMutexes(ctx, e, plan, yes, stdout)
+}
+
+// resetName force-releases what is called name: a mutex, else an election's
+// leader, else a read-write mutex.
+func resetName(ctx context.Context, e scripts.Env, name string, yes bool, stdout io.Writer) error {
+	in, err := e.MutexInspect(ctx, name)
+	switch {
+	case err != nil:
+		return fail(exitError, "reset: mutex %q: %v", name, err)
+	case in.HoldID != "":
+		return resetMutexes(ctx, e, []heldMutex{{name, in}}, yes, stdout)
+	case in.Token != 0:
 		fmt.Fprintf(stdout, "mutex %q is not held; nothing to reset\n", name)
 		return nil
 	}
+	switch kind := otherKind(ctx, e, name); kind {
+	case "election":
+		return resetElection(ctx, e, name, yes, stdout)
+	case "rwmutex":
+		return resetRWMutex(ctx, e, name, yes, stdout)
+	case "semaphore", "pool":
+		return fail(exitError, "reset: %q is a %s; reset force-releases mutexes, read-write mutexes and election leaders only", name, kind)
+	}
+	return fail(exitError, "reset: no mutex %q in namespace %q", name, e.K.Namespace())
+}
+
+// resetMutexes force-releases the mutexes of plan, or without yes says
+// what it would do.
+func resetMutexes(ctx context.Context, e scripts.Env, plan []heldMutex, yes bool, stdout io.Writer) error {
 	if len(plan) == 0 {
-		fmt.Fprintf(stdout, "no mutex of namespace %q is held; nothing to reset\n", g.namespace)
+		fmt.Fprintf(stdout, "no mutex of namespace %q is held; nothing to reset\n", e.K.Namespace())
 		return nil
 	}
-	if !*yes {
+	if !yes {
 		for _, p := range plan {
 			fmt.Fprintf(stdout, "would reset mutex %q: held by %s\n", p.name, describeHolder(p.in))
 		}
@@ -102,18 +123,16 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 	}
 	for _, p := range plan {
 		hid, err := e.MutexReset(ctx, p.name)
-		if err != nil {
+		switch {
+		case err != nil:
 			return fail(exitError, "reset: mutex %q: %v", p.name, err)
-		}
-		if hid == "" {
+		case hid == "":
 			fmt.Fprintf(stdout, "mutex %q was released meanwhile; nothing to reset\n", p.name)
-			continue
-		}
-		if hid != p.in.HoldID {
+		case hid != p.in.HoldID:
 			fmt.Fprintf(stdout, "reset mutex %q: took it from session %s (it had changed hands meanwhile)\n", p.name, esc(sidOf(hid)))
-			continue
+		default:
+			fmt.Fprintf(stdout, "reset mutex %q: took it from %s\n", p.name, describeHolder(p.in))
 		}
-		fmt.Fprintf(stdout, "reset mutex %q: took it from %s\n", p.name, describeHolder(p.in))
 	}
 	return nil
 }
@@ -133,8 +152,8 @@ func otherKind(ctx context.Context, e scripts.Env, name string) string {
 		{"election", e.K.Election(name)},
 		{"rwmutex", e.K.RWMutex(name)},
 		{"rwmutex", e.K.RWMutexReaders(name)},
-		{"pool", e.K.PoolBase(name) + "f"},
-		{"pool", e.K.PoolBase(name) + "h"},
+		{"pool", e.K.PoolFree(name)},
+		{"pool", e.K.PoolHeld(name)},
 	} {
 		n, err := e.C.Do(ctx, e.C.B().Exists().Key(k.key).Build()).AsInt64()
 		if err == nil && n > 0 {

@@ -356,12 +356,8 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 	if err != nil {
 		return err
 	}
-	if _, err := exec.LookPath(argv[0]); err != nil {
-		code := exitNotFound
-		if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) {
-			code = exitNotExec
-		}
-		return fail(code, "%s: %v", argv[0], unwrapExec(err))
+	if err := lookCommand(argv[0]); err != nil {
+		return err
 	}
 
 	// Signals: until CMD runs they interrupt the wait; then they go to CMD.
@@ -370,24 +366,7 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 	defer signal.Stop(sigs)
 	wctx, cancelWait := context.WithCancelCause(ctx)
 	defer cancelWait(nil)
-	stopWatch := make(chan struct{})
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		for {
-			select {
-			case sig := <-sigs:
-				if sig == syscall.SIGTSTP {
-					continue // see supervise
-				}
-				cancelWait(interrupted{sig})
-				return
-			case <-stopWatch:
-				return
-			}
-		}
-	}()
-	stopWatching := func() { close(stopWatch); <-watchDone }
+	stopWatching := interruptOnSignal(sigs, cancelWait)
 
 	dctx, cancel := context.WithTimeout(wctx, o.TTL+opt.Dialer.Timeout+5*time.Second)
 	s, err := session.Dial(dctx, opt, o)
@@ -401,52 +380,125 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 	}
 	defer s.Close()
 
-	what := fmt.Sprintf("%s %q", t.kind, t.name)
-	block := !wait.set || wait.d > 0
-	if block {
-		if gr, ok := sessionGrace(wctx, s); ok && gr.pending() {
-			fmt.Fprintf(os.Stderr, "leasehold: %s: waiting: %v\n", what, gr)
-		}
-	}
-	actx, cancelA := wctx, context.CancelFunc(func() {})
-	if wait.set && wait.d > 0 {
-		actx, cancelA = context.WithTimeoutCause(wctx, wait.d, errWaited)
-	}
-	h, err := t.acquire(actx, s, block)
-	cancelA()
+	c := claim{s: s, t: t, wait: wait}
+	h, err := c.acquire(wctx)
 	stopWatching()
 	if err != nil {
-		var ee *exitErr
-		switch {
-		case errors.As(err, &ee):
-			return err
-		case interruptedBy(wctx) != nil:
-			sig := interruptedBy(wctx)
-			return fail(128+int(sig.(syscall.Signal)), "interrupted by %v while waiting for %s", sig, what)
-		case !block:
-			// A try refused during a restart grace: say so rather than
-			// that someone holds it. The library says so with
-			// session.ErrRestartGrace; the marker read here adds how long
-			// ago Redis lost its data.
-			if gr, ok := sessionGrace(ctx, s); ok && gr.pending() {
-				return fail(exitNotAcquired, "%s not acquired (--wait 0): %v", what, gr)
-			}
-			if errors.Is(err, session.ErrRestartGrace) {
-				return fail(exitNotAcquired, "%s not acquired (--wait 0): %s", what,
-					strings.TrimPrefix(err.Error(), "session: "))
-			}
-			if errors.Is(err, errBusy) {
-				return fail(exitNotAcquired, "%s %s (--wait 0)", what, t.busy(ctx, s))
-			}
-		case errors.Is(err, errWaited):
-			if gr, ok := sessionGrace(ctx, s); ok && gr.pending() {
-				return fail(exitNotAcquired, "%s still not acquired after %v (--wait): %v", what, round(wait.d), gr)
-			}
-			return fail(exitNotAcquired, "%s still not acquired after %v (--wait)", what, round(wait.d))
-		}
-		return fail(exitFailed, "acquire %s: %v", what, err)
+		return c.failure(ctx, wctx, err)
 	}
 	return supervise(s, held{kind: t.kind, name: t.name, h: h}, argv, kill, sigs)
+}
+
+// lookCommand fails, with the exit code a shell would use, when CMD cannot
+// be found.
+func lookCommand(name string) error {
+	_, err := exec.LookPath(name)
+	if err == nil {
+		return nil
+	}
+	code := exitNotFound
+	if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) {
+		code = exitNotExec
+	}
+	return fail(code, "%s: %v", name, unwrapExec(err))
+}
+
+// interruptOnSignal cancels the wait for the session and the hold, with
+// cause interrupted{sig}, when one of the forwarded signals other than
+// SIGTSTP arrives on sigs. stop returns once it no longer reads sigs, which
+// are then CMD's (see supervise).
+func interruptOnSignal(sigs <-chan os.Signal, cancelWait context.CancelCauseFunc) (stop func()) {
+	stopc := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case sig := <-sigs:
+				if sig == syscall.SIGTSTP {
+					continue // see supervise
+				}
+				cancelWait(interrupted{sig})
+				return
+			case <-stopc:
+				return
+			}
+		}
+	}()
+	return func() { close(stopc); <-done }
+}
+
+// claim is runHeld's acquisition of t through s, as --wait asks: a
+// blocking wait, bounded when wait is set, or one try (--wait 0).
+type claim struct {
+	s    *session.Session
+	t    target
+	wait optDuration
+}
+
+// what names the target for messages: `mutex "m"`.
+func (c claim) what() string { return fmt.Sprintf("%s %q", c.t.kind, c.t.name) }
+
+// blocks reports whether the claim waits (anything but --wait 0).
+func (c claim) blocks() bool { return !c.wait.set || c.wait.d > 0 }
+
+// acquire asks for the target until granted, refused, --wait elapsed
+// (cause errWaited) or wctx ends. Before a wait it tells the user of a
+// pending restart grace.
+func (c claim) acquire(wctx context.Context) (*session.Hold, error) {
+	if c.blocks() {
+		if gr, ok := sessionGrace(wctx, c.s); ok && gr.pending() {
+			fmt.Fprintf(os.Stderr, "leasehold: %s: waiting: %v\n", c.what(), gr)
+		}
+	}
+	actx, cancel := wctx, context.CancelFunc(func() {})
+	if c.wait.set && c.wait.d > 0 {
+		actx, cancel = context.WithTimeoutCause(wctx, c.wait.d, errWaited)
+	}
+	defer cancel()
+	return c.t.acquire(actx, c.s, c.blocks())
+}
+
+// failure turns err, from acquire, into leasehold's message and exit code:
+// interrupted by a signal (wctx's cause), not acquired (--wait), or failed.
+func (c claim) failure(ctx, wctx context.Context, err error) error {
+	var ee *exitErr
+	switch {
+	case errors.As(err, &ee):
+		return err
+	case interruptedBy(wctx) != nil:
+		sig := interruptedBy(wctx)
+		return fail(128+int(sig.(syscall.Signal)), "interrupted by %v while waiting for %s", sig, c.what())
+	case !c.blocks():
+		if refused := c.tryRefused(ctx, err); refused != nil {
+			return refused
+		}
+	case errors.Is(err, errWaited):
+		if gr, ok := sessionGrace(ctx, c.s); ok && gr.pending() {
+			return fail(exitNotAcquired, "%s still not acquired after %v (--wait): %v", c.what(), round(c.wait.d), gr)
+		}
+		return fail(exitNotAcquired, "%s still not acquired after %v (--wait)", c.what(), round(c.wait.d))
+	}
+	return fail(exitFailed, "acquire %s: %v", c.what(), err)
+}
+
+// tryRefused says why a try (--wait 0) was refused, or returns nil when
+// err is no refusal. During a restart grace it says so rather than that
+// someone holds the target: the library says so with
+// session.ErrRestartGrace; the marker read here adds how long ago Redis
+// lost its data.
+func (c claim) tryRefused(ctx context.Context, err error) error {
+	if gr, ok := sessionGrace(ctx, c.s); ok && gr.pending() {
+		return fail(exitNotAcquired, "%s not acquired (--wait 0): %v", c.what(), gr)
+	}
+	if errors.Is(err, session.ErrRestartGrace) {
+		return fail(exitNotAcquired, "%s not acquired (--wait 0): %s", c.what(),
+			strings.TrimPrefix(err.Error(), "session: "))
+	}
+	if errors.Is(err, errBusy) {
+		return fail(exitNotAcquired, "%s %s (--wait 0)", c.what(), c.t.busy(ctx, c.s))
+	}
+	return nil
 }
 
 // sessionGrace reads the restart grace through s's client; ok is false when
@@ -487,6 +539,34 @@ func unwrapExec(err error) error {
 // exitLost.
 func supervise(s *session.Session, hd held, argv []string, kill time.Duration, sigs chan os.Signal) error {
 	h := hd.h
+	cmd, err := startCommand(s, hd, argv)
+	if err != nil {
+		return err
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	lost, werr := watchCommand(s, hd, cmd, waited, kill, sigs)
+	if !lost && h.Err() != nil && errors.Is(h.Err(), session.ErrLost) {
+		// Lost while CMD was exiting: its work may be incomplete.
+		lost = true
+		fmt.Fprintf(os.Stderr, "leasehold: %s as the command exited\n", lossText(hd, context.Cause(h.Context())))
+	}
+	if lost {
+		_ = signalGroup(cmd.Process, syscall.SIGKILL) // whatever CMD left in its group
+		return fail(exitLost, "")
+	}
+	if err := releaseAfter(s, hd); err != nil {
+		return err
+	}
+	return exitCode(cmd.ProcessState, werr)
+}
+
+// startCommand starts argv in its own process group, with the
+// LEASEHOLD_* variables of hold hd, unless the hold already ended. It
+// locks the calling goroutine to its thread for good: Pdeathsig follows
+// the thread that started CMD.
+func startCommand(s *session.Session, hd held, argv []string) (*exec.Cmd, error) {
+	h := hd.h
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(),
@@ -499,34 +579,36 @@ func supervise(s *session.Session, hd held, argv []string, kill time.Duration, s
 		cmd.Env = append(cmd.Env, "LEASEHOLD_MEMBER="+h.Resource())
 	}
 	setProcAttr(cmd)
-	// Pdeathsig follows the thread that started CMD: keep it alive.
 	runtime.LockOSThread()
 	if h.Err() != nil {
-		return fail(exitLost, "%s before the command started", lossText(hd, context.Cause(h.Context())))
+		return nil, fail(exitLost, "%s before the command started", lossText(hd, context.Cause(h.Context())))
 	}
 	if err := cmd.Start(); err != nil {
 		code := exitNotExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			code = exitNotFound
 		}
-		return fail(code, "%s: %v", argv[0], unwrapExec(err))
+		return nil, fail(code, "%s: %v", argv[0], unwrapExec(err))
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	return cmd, nil
+}
 
+// watchCommand waits for CMD to exit (waited) and returns its Wait error.
+// Meanwhile it passes on the signals leasehold gets, warns while the lease
+// is at risk, and when hold hd ends sends CMD's group SIGTERM, then SIGKILL
+// after kill; lost says that the hold ended.
+func watchCommand(s *session.Session, hd held, cmd *exec.Cmd, waited <-chan error, kill time.Duration,
+	sigs <-chan os.Signal) (lost bool, werr error) {
+	h := hd.h
 	watch := &leaseWatch{deadline: s.Deadline, ttl: s.Options().TTL, what: hd.what(), w: os.Stderr}
 	risk := time.NewTimer(watch.check(time.Now()))
 	defer risk.Stop()
 	riskC := risk.C
-
-	var lost bool
 	var killTimer <-chan time.Time
-	var werr error
-loop:
 	for {
 		select {
 		case werr = <-waited:
-			break loop
+			return lost, werr
 		case <-riskC:
 			risk.Reset(watch.check(time.Now()))
 		case <-h.Done():
@@ -554,16 +636,13 @@ loop:
 			_ = signalGroup(cmd.Process, sig.(syscall.Signal))
 		}
 	}
-	if !lost && h.Err() != nil && errors.Is(h.Err(), session.ErrLost) {
-		// Lost while CMD was exiting: its work may be incomplete.
-		lost = true
-		fmt.Fprintf(os.Stderr, "leasehold: %s as the command exited\n", lossText(hd, context.Cause(h.Context())))
-	}
-	if lost {
-		_ = signalGroup(cmd.Process, syscall.SIGKILL) // whatever CMD left in its group
-		return fail(exitLost, "")
-	}
-	// Release before exiting so that the next waiter is served at once.
+}
+
+// releaseAfter releases hold hd once CMD exited, so that the next waiter
+// is served at once. It fails with exitLost when the hold turns out lost;
+// any other failure is a warning (the hold expires with the lease).
+func releaseAfter(s *session.Session, hd held) error {
+	h := hd.h
 	rctx, cancel := context.WithTimeout(context.Background(), s.Options().TTL)
 	rerr := h.Release(rctx)
 	cancel()
@@ -578,7 +657,7 @@ loop:
 	if rerr != nil {
 		fmt.Fprintf(os.Stderr, "leasehold: warning: %s (it expires with the lease)\n", cleanCause(rerr))
 	}
-	return exitCode(cmd.ProcessState, werr)
+	return nil
 }
 
 // leaseWatch warns while CMD runs and the lease is at risk: no heartbeat

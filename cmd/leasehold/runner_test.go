@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // setGrace stores a restart grace of d in namespace ns's epoch marker, as
@@ -30,7 +31,7 @@ func setGrace(t *testing.T, srv *redistest.Server, ns string, d time.Duration) {
 	sec, _ := strconv.ParseInt(tm[0], 10, 64)
 	usec, _ := strconv.ParseInt(tm[1], 10, 64)
 	until := sec*1000 + usec/1000 + d.Milliseconds()
-	if err := srv.Do(t, "SET", "{"+ns+"}:epoch", strconv.FormatInt(until, 10)+"|"+strconv.FormatInt(d.Milliseconds(), 10)).Error(); err != nil {
+	if err := srv.Do(t, "SET", scripts.NewKeys(ns).Epoch(), strconv.FormatInt(until, 10)+"|"+strconv.FormatInt(d.Milliseconds(), 10)).Error(); err != nil {
 		t.Fatal(err)
 	}
 }

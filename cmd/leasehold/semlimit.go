@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 const semLimitAbout = `Shows or changes the limit of semaphore NAME for every user.
@@ -31,28 +33,7 @@ const semLimitIdle = 20 * time.Second
 func cmdSemLimit(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
 	c := newCommand(g, "sem-limit", "sem-limit NAME [N] | sem-limit --clear NAME", semLimitAbout)
 	clr := c.fs.Bool("clear", false, "withdraw the limit an operator set")
-	pos, _, hasCmd, err := c.parse(args, stdout)
-	if err != nil {
-		return err
-	}
-	switch {
-	case hasCmd:
-		return c.usageErr("unexpected \"--\"")
-	case len(pos) == 0:
-		return c.usageErr("no semaphore NAME")
-	case len(pos) > 2, *clr && len(pos) > 1:
-		return c.usageErr("too many arguments")
-	}
-	name := pos[0]
-	var limit int64
-	if len(pos) == 2 {
-		if limit, err = strconv.ParseInt(pos[1], 10, 64); err != nil || limit <= 0 {
-			return c.usageErr("limit %q: must be a whole number > 0", pos[1])
-		}
-		err = checkName("semaphore", name)
-	} else {
-		err = checkExisting("semaphore", name)
-	}
+	name, limit, err := parseSemLimitArgs(c, clr, args, stdout)
 	if err != nil {
 		return err
 	}
@@ -63,28 +44,63 @@ func cmdSemLimit(ctx context.Context, g *globals, args []string, stdout io.Write
 	defer done()
 
 	if limit == 0 && !*clr {
-		st, err := e.SemaphoreStats(ctx, name)
-		if err != nil {
-			return fail(exitError, "sem-limit: semaphore %q: %v", name, err)
-		}
-		switch {
-		case st.Limit == 0:
-			fmt.Fprintf(stdout, "semaphore %q has no stored limit (unused, or idle long enough to expire)\n", name)
-		case st.Set:
-			fmt.Fprintf(stdout, "semaphore %q: limit %d, set by an operator\n", name, st.Limit)
-		default:
-			fmt.Fprintf(stdout, "semaphore %q: limit %d, stored by its first user\n", name, st.Limit)
-		}
-		return nil
+		return showSemLimit(ctx, e, name, stdout)
 	}
+	return setSemLimit(ctx, e, name, limit, stdout)
+}
+
+// parseSemLimitArgs checks sem-limit's arguments (clr is the --clear flag,
+// set by the parse): the semaphore's name and the limit to set, 0 for none.
+func parseSemLimitArgs(c *command, clr *bool, args []string, stdout io.Writer) (name string, limit int64, err error) {
+	pos, _, hasCmd, err := c.parse(args, stdout)
+	switch {
+	case err != nil:
+		return "", 0, err
+	case hasCmd:
+		return "", 0, c.usageErr("unexpected \"--\"")
+	case len(pos) == 0:
+		return "", 0, c.usageErr("no semaphore NAME")
+	case len(pos) > 2, *clr && len(pos) > 1:
+		return "", 0, c.usageErr("too many arguments")
+	}
+	name = pos[0]
+	if len(pos) == 1 {
+		return name, 0, checkExisting("semaphore", name)
+	}
+	if limit, err = strconv.ParseInt(pos[1], 10, 64); err != nil || limit <= 0 {
+		return "", 0, c.usageErr("limit %q: must be a whole number > 0", pos[1])
+	}
+	return name, limit, checkName("semaphore", name)
+}
+
+// showSemLimit prints semaphore name's stored limit and who stored it.
+func showSemLimit(ctx context.Context, e scripts.Env, name string, stdout io.Writer) error {
+	st, err := e.SemaphoreStats(ctx, name)
+	if err != nil {
+		return fail(exitError, "sem-limit: semaphore %q: %v", name, err)
+	}
+	switch {
+	case st.Limit == 0:
+		fmt.Fprintf(stdout, "semaphore %q has no stored limit (unused, or idle long enough to expire)\n", name)
+	case st.Set:
+		fmt.Fprintf(stdout, "semaphore %q: limit %d, set by an operator\n", name, st.Limit)
+	default:
+		fmt.Fprintf(stdout, "semaphore %q: limit %d, stored by its first user\n", name, st.Limit)
+	}
+	return nil
+}
+
+// setSemLimit sets semaphore name's limit as an operator's, or withdraws
+// the operator's limit when limit is 0 (--clear).
+func setSemLimit(ctx context.Context, e scripts.Env, name string, limit int64, stdout io.Writer) error {
 	prev, err := e.SemaphoreSetLimit(ctx, name, limit, semLimitIdle)
 	if err != nil {
 		return fail(exitError, "sem-limit: semaphore %q: %v", name, err)
 	}
 	switch {
-	case *clr && prev == 0:
+	case limit == 0 && prev == 0:
 		fmt.Fprintf(stdout, "semaphore %q has no stored limit: nothing to clear\n", name)
-	case *clr:
+	case limit == 0:
 		fmt.Fprintf(stdout, "semaphore %q: limit %d is no longer an operator's: users passing another limit fail again\n", name, prev)
 	case prev == 0:
 		fmt.Fprintf(stdout, "semaphore %q: limit set to %d\n", name, limit)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -181,9 +180,7 @@ func cmdStatus(ctx context.Context, g *globals, args []string, stdout io.Writer)
 		return fail(exitError, "status: %v", err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return writeJSON(stdout, st)
 	}
 	printStatus(stdout, st)
 	return nil
@@ -191,9 +188,7 @@ func cmdStatus(ctx context.Context, g *globals, args []string, stdout io.Writer)
 
 // readStatus reads everything in namespace e.K.
 func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
-	st := &Status{Namespace: e.K.Namespace(), Sessions: []SessionStatus{}, Mutexes: []MutexStatus{},
-		Semaphores: []SemaphoreStatus{}, Pools: []PoolStatus{}, Elections: []ElectionStatus{},
-		RWMutexes: []RWMutexStatus{}}
+	st := &Status{Namespace: e.K.Namespace()}
 	if e.C.Mode() == rueidis.ClientModeCluster {
 		cs, err := readCluster(ctx, e)
 		if err != nil {
@@ -209,120 +204,162 @@ func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
 	if gr.pending() {
 		st.RestartGrace = &GraceStatus{LeftMs: gr.left.Milliseconds(), GraceMs: gr.grace.Milliseconds()}
 	}
+	// The sessions first: each hold found then is matched with its
+	// session's lease.
 	sessions, err := readSessions(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	holds := map[string][]HoldStatus{} // session id -> what it holds
-	hold := func(kind, name string, h *HolderStatus) HoldStatus {
-		return HoldStatus{Kind: kind, Name: name, Token: h.Token, Session: h.Session, Hold: h.Hold,
-			Owner: h.Owner, RemainingMs: h.RemainingMs}
+	r := &statusReader{e: e, sessions: sessions, holds: map[string][]HoldStatus{}}
+	if st.Mutexes, err = readEach(ctx, e, scripts.Mutex, r.mutex); err != nil {
+		return nil, err
 	}
-	holder := func(hid, owner string, token int64) *HolderStatus {
-		h := &HolderStatus{Session: sidOf(hid), Hold: hid, Owner: owner, Token: token}
-		if s, ok := sessions[h.Session]; ok {
-			h.RemainingMs = s.RemainingMs
-			if h.Owner == "" {
-				h.Owner = s.Owner
-			}
-		}
-		return h
+	if st.Semaphores, err = readEach(ctx, e, scripts.Semaphore, r.semaphore); err != nil {
+		return nil, err
 	}
+	if st.Pools, err = readEach(ctx, e, scripts.Pool, r.pool); err != nil {
+		return nil, err
+	}
+	if st.Elections, err = readEach(ctx, e, scripts.Election, r.election); err != nil {
+		return nil, err
+	}
+	if st.RWMutexes, err = readEach(ctx, e, scripts.RWMutex, r.rwmutex); err != nil {
+		return nil, err
+	}
+	st.Sessions = r.sessionsWithHolds()
+	return st, nil
+}
 
-	mutexes, err := names(ctx, e.C, e.K, "m:")
+// readEach reads every resource of kind in namespace e.K with read, in
+// name order; the list is empty, not nil, when there are none.
+func readEach[T any](ctx context.Context, e scripts.Env, kind scripts.Kind,
+	read func(ctx context.Context, name string) (T, error)) ([]T, error) {
+	all, err := names(ctx, e.C, e.K.Listing(kind))
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range mutexes {
-		in, err := e.MutexInspect(ctx, name)
+	out := make([]T, 0, len(all))
+	for _, name := range all {
+		v, err := read(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("mutex %q: %w", name, err)
+			return nil, fmt.Errorf("%v %q: %w", kind, name, err)
 		}
-		m := MutexStatus{Name: name, LastToken: in.Token, Waiters: in.Waiters}
-		if in.HoldID != "" {
-			m.Holder = holder(in.HoldID, in.Owner, in.Token)
-			m.Holder.RemainingMs = in.TTL.Milliseconds()
-			holds[m.Holder.Session] = append(holds[m.Holder.Session], hold("mutex", name, m.Holder))
-		}
-		st.Mutexes = append(st.Mutexes, m)
+		out = append(out, v)
 	}
+	return out, nil
+}
 
-	sems, err := names(ctx, e.C, e.K, "sem:")
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range sems {
-		ss, err := e.SemaphoreStats(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("semaphore %q: %w", name, err)
-		}
-		s := SemaphoreStatus{Name: name, Limit: ss.Limit, LimitSet: ss.Set, Waiters: ss.Waiters, Holders: []SemaphoreHolderStatus{}}
-		for _, h := range ss.Holders {
-			hs := holder(h.HoldID, h.Owner, h.Token)
-			hs.RemainingMs = h.TTL.Milliseconds()
-			s.Holders = append(s.Holders, SemaphoreHolderStatus{HolderStatus: *hs, Permits: h.N})
-			s.InUse += h.N
-			hd := hold("semaphore", name, hs)
-			hd.Permits = h.N
-			holds[hs.Session] = append(holds[hs.Session], hd)
-		}
-		st.Semaphores = append(st.Semaphores, s)
-	}
+// statusReader reads the resources of one namespace for readStatus, and
+// gathers the holds it finds by session.
+type statusReader struct {
+	e        scripts.Env
+	sessions map[string]*SessionStatus // the live sessions, by id
+	holds    map[string][]HoldStatus   // session id -> what it holds
+}
 
-	pools, err := poolNames(ctx, e.C, e.K)
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range pools {
-		p, err := readStatusPool(ctx, e, name)
-		if err != nil {
-			return nil, fmt.Errorf("pool %q: %w", name, err)
+// holder describes the holder of hold hid: its lease's time left and, when
+// owner is "", its session's owner.
+func (r *statusReader) holder(hid, owner string, token int64) *HolderStatus {
+	h := &HolderStatus{Session: sidOf(hid), Hold: hid, Owner: owner, Token: token}
+	if s, ok := r.sessions[h.Session]; ok {
+		h.RemainingMs = s.RemainingMs
+		if h.Owner == "" {
+			h.Owner = s.Owner
 		}
-		for _, h := range p.Held {
-			hd := hold("pool", name, &h.HolderStatus)
-			hd.Member = h.Key
-			holds[h.Session] = append(holds[h.Session], hd)
-		}
-		st.Pools = append(st.Pools, p)
 	}
+	return h
+}
 
-	els, err := names(ctx, e.C, e.K, "el:")
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range els {
-		l, err := e.ElectionLeader(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("election %q: %w", name, err)
-		}
-		el := ElectionStatus{Name: name}
-		if l.HoldID != "" {
-			el.Leader = holder(l.HoldID, "", l.Term)
-			el.Leader.RemainingMs = l.TTL.Milliseconds()
-			el.Value = l.Value
-			hd := hold("election", name, el.Leader)
-			hd.Value = l.Value
-			holds[el.Leader.Session] = append(holds[el.Leader.Session], hd)
-		}
-		if el.Candidates, err = liveQueued(ctx, e, e.K.Queue(scripts.Election, name), sessions); err != nil {
-			return nil, fmt.Errorf("election %q: %w", name, err)
-		}
-		st.Elections = append(st.Elections, el)
-	}
+// addHold records hd among its session's holds.
+func (r *statusReader) addHold(hd HoldStatus) {
+	r.holds[hd.Session] = append(r.holds[hd.Session], hd)
+}
 
-	if st.RWMutexes, err = readStatusRW(ctx, e, holds, holder); err != nil {
-		return nil, err
-	}
+// holdOf is the hold of resource kind name by h, without the kind's own
+// fields (permits, member, value, mode).
+func holdOf(kind scripts.Kind, name string, h *HolderStatus) HoldStatus {
+	return HoldStatus{Kind: kind.String(), Name: name, Token: h.Token, Session: h.Session, Hold: h.Hold,
+		Owner: h.Owner, RemainingMs: h.RemainingMs}
+}
 
-	for _, id := range slices.Sorted(maps.Keys(sessions)) {
-		s := sessions[id]
-		s.Holds = holds[id]
+// sessionsWithHolds lists the live sessions, each with its holds, by id.
+func (r *statusReader) sessionsWithHolds() []SessionStatus {
+	out := make([]SessionStatus, 0, len(r.sessions))
+	for _, id := range slices.Sorted(maps.Keys(r.sessions)) {
+		s := r.sessions[id]
+		s.Holds = r.holds[id]
 		if s.Holds == nil {
 			s.Holds = []HoldStatus{}
 		}
-		st.Sessions = append(st.Sessions, *s)
+		out = append(out, *s)
 	}
-	return st, nil
+	return out
+}
+
+// mutex, semaphore, pool, election and rwmutex (in status_rw.go) each read
+// one resource for readEach and record its holds.
+
+func (r *statusReader) mutex(ctx context.Context, name string) (MutexStatus, error) {
+	in, err := r.e.MutexInspect(ctx, name)
+	if err != nil {
+		return MutexStatus{}, err
+	}
+	m := MutexStatus{Name: name, LastToken: in.Token, Waiters: in.Waiters}
+	if in.HoldID != "" {
+		m.Holder = r.holder(in.HoldID, in.Owner, in.Token)
+		m.Holder.RemainingMs = in.TTL.Milliseconds()
+		r.addHold(holdOf(scripts.Mutex, name, m.Holder))
+	}
+	return m, nil
+}
+
+func (r *statusReader) semaphore(ctx context.Context, name string) (SemaphoreStatus, error) {
+	ss, err := r.e.SemaphoreStats(ctx, name)
+	if err != nil {
+		return SemaphoreStatus{}, err
+	}
+	s := SemaphoreStatus{Name: name, Limit: ss.Limit, LimitSet: ss.Set, Waiters: ss.Waiters, Holders: []SemaphoreHolderStatus{}}
+	for _, h := range ss.Holders {
+		hs := r.holder(h.HoldID, h.Owner, h.Token)
+		hs.RemainingMs = h.TTL.Milliseconds()
+		s.Holders = append(s.Holders, SemaphoreHolderStatus{HolderStatus: *hs, Permits: h.N})
+		s.InUse += h.N
+		hd := holdOf(scripts.Semaphore, name, hs)
+		hd.Permits = h.N
+		r.addHold(hd)
+	}
+	return s, nil
+}
+
+func (r *statusReader) pool(ctx context.Context, name string) (PoolStatus, error) {
+	p, err := readStatusPool(ctx, r.e, name)
+	if err != nil {
+		return PoolStatus{}, err
+	}
+	for _, h := range p.Held {
+		hd := holdOf(scripts.Pool, name, &h.HolderStatus)
+		hd.Member = h.Key
+		r.addHold(hd)
+	}
+	return p, nil
+}
+
+func (r *statusReader) election(ctx context.Context, name string) (ElectionStatus, error) {
+	l, err := r.e.ElectionLeader(ctx, name)
+	if err != nil {
+		return ElectionStatus{}, err
+	}
+	el := ElectionStatus{Name: name}
+	if l.HoldID != "" {
+		el.Leader = r.holder(l.HoldID, "", l.Term)
+		el.Leader.RemainingMs = l.TTL.Milliseconds()
+		el.Value = l.Value
+		hd := holdOf(scripts.Election, name, el.Leader)
+		hd.Value = l.Value
+		r.addHold(hd)
+	}
+	el.Candidates, err = liveQueued(ctx, r.e, r.e.K.Queue(scripts.Election, name), r.sessions)
+	return el, err
 }
 
 // readCluster says where namespace e.K lives on the Redis Cluster e.C.
@@ -343,7 +380,7 @@ func readCluster(ctx context.Context, e scripts.Env) (*ClusterStatus, error) {
 
 // readSessions reads every lease of the namespace: owner, TTL and time left.
 func readSessions(ctx context.Context, e scripts.Env) (map[string]*SessionStatus, error) {
-	ids, err := names(ctx, e.C, e.K, "s:")
+	ids, err := names(ctx, e.C, e.K.Sessions())
 	if err != nil {
 		return nil, err
 	}
@@ -401,11 +438,39 @@ func liveQueued(ctx context.Context, e scripts.Env, q string, sessions map[strin
 	return n, nil
 }
 
+// statusPrinter prints one line of a tabwriter table: format and args as
+// for fmt.Printf, without the newline.
+type statusPrinter func(format string, args ...any)
+
+// printStatus prints status's text output: a header, then one table per
+// kind.
 func printStatus(w io.Writer, st *Status) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
-	p := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
+	p := statusPrinter(func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) })
 
+	printHeader(p, st)
+	printSessions(p, st.Sessions)
+	printMutexes(p, st.Mutexes)
+	printSemaphores(p, st.Semaphores)
+	printPools(p, st.Pools)
+	printElections(p, st.Elections)
+	printRW(p, st.RWMutexes)
+}
+
+// section starts a table after a blank line with its header's row and,
+// when the table is empty, a row "(none)".
+func (p statusPrinter) section(header string, empty bool) {
+	p("")
+	p("%s", header)
+	if empty {
+		p("(none)%s", strings.Repeat("\t", strings.Count(header, "\t")))
+	}
+}
+
+// printHeader prints the namespace, where it lives on a Redis Cluster, and
+// the state of its restart grace.
+func printHeader(p statusPrinter, st *Status) {
 	p("namespace %q", st.Namespace)
 	if cs := st.Cluster; cs != nil {
 		where := "no master serves it (cluster down?)"
@@ -421,36 +486,33 @@ func printStatus(w io.Writer, st *Status) {
 	if st.EpochMissing {
 		p("%v", grace{missing: true})
 	}
-	p("")
-	p("SESSIONS\tOWNER\tTTL\tLEFT\tHOLDS")
-	if len(st.Sessions) == 0 {
-		p("(none)\t\t\t\t")
-	}
-	for _, s := range st.Sessions {
+}
+
+func printSessions(p statusPrinter, sessions []SessionStatus) {
+	p.section("SESSIONS\tOWNER\tTTL\tLEFT\tHOLDS", len(sessions) == 0)
+	for _, s := range sessions {
 		hs := make([]string, len(s.Holds))
 		for i, h := range s.Holds {
 			hs[i] = h.String()
 		}
 		p("%s\t%s\t%s\t%s\t%s", esc(s.ID), cell(s.Owner), msHuman(s.TTLMs), msHuman(s.RemainingMs), orDash(strings.Join(hs, ", ")))
 	}
-	p("")
-	p("MUTEXES\tHOLDER SESSION\tOWNER\tTOKEN\tLEFT\tWAITERS")
-	if len(st.Mutexes) == 0 {
-		p("(none)\t\t\t\t\t")
-	}
-	for _, m := range st.Mutexes {
+}
+
+func printMutexes(p statusPrinter, mutexes []MutexStatus) {
+	p.section("MUTEXES\tHOLDER SESSION\tOWNER\tTOKEN\tLEFT\tWAITERS", len(mutexes) == 0)
+	for _, m := range mutexes {
 		if m.Holder == nil {
 			p("%s\t(free)\t-\t%d\t-\t%d", esc(m.Name), m.LastToken, m.Waiters)
 			continue
 		}
 		p("%s\t%s\t%s\t%d\t%s\t%d", esc(m.Name), esc(m.Holder.Session), cell(m.Holder.Owner), m.Holder.Token, msHuman(m.Holder.RemainingMs), m.Waiters)
 	}
-	p("")
-	p("SEMAPHORES\tIN USE\tWAITERS\tHOLDERS (session owner permits token left)")
-	if len(st.Semaphores) == 0 {
-		p("(none)\t\t\t")
-	}
-	for _, s := range st.Semaphores {
+}
+
+func printSemaphores(p statusPrinter, sems []SemaphoreStatus) {
+	p.section("SEMAPHORES\tIN USE\tWAITERS\tHOLDERS (session owner permits token left)", len(sems) == 0)
+	for _, s := range sems {
 		var hs []string
 		for _, h := range s.Holders {
 			hs = append(hs, fmt.Sprintf("%s %s %d %d %s", esc(h.Session), cell(h.Owner), h.Permits, h.Token, msHuman(h.RemainingMs)))
@@ -461,31 +523,28 @@ func printStatus(w io.Writer, st *Status) {
 		}
 		p("%s\t%d/%d%s\t%d\t%s", esc(s.Name), s.InUse, s.Limit, set, s.Waiters, orDash(strings.Join(hs, "; ")))
 	}
-	p("")
-	p("POOLS\tMEMBERS\tFREE\tWAITERS\tHELD (key session owner token left)")
-	if len(st.Pools) == 0 {
-		p("(none)\t\t\t\t")
-	}
-	for _, pl := range st.Pools {
+}
+
+func printPools(p statusPrinter, pools []PoolStatus) {
+	p.section("POOLS\tMEMBERS\tFREE\tWAITERS\tHELD (key session owner token left)", len(pools) == 0)
+	for _, pl := range pools {
 		var hs []string
 		for _, h := range pl.Held {
 			hs = append(hs, fmt.Sprintf("%s %s %s %d %s", esc(h.Key), esc(h.Session), cell(h.Owner), h.Token, msHuman(h.RemainingMs)))
 		}
 		p("%s\t%d\t%d\t%d\t%s", esc(pl.Name), len(pl.Members), len(pl.Free), pl.Waiters, orDash(strings.Join(hs, "; ")))
 	}
-	p("")
-	p("ELECTIONS\tLEADER SESSION\tOWNER\tVALUE\tTERM\tLEFT\tCANDIDATES")
-	if len(st.Elections) == 0 {
-		p("(none)\t\t\t\t\t\t")
-	}
-	for _, e := range st.Elections {
+}
+
+func printElections(p statusPrinter, els []ElectionStatus) {
+	p.section("ELECTIONS\tLEADER SESSION\tOWNER\tVALUE\tTERM\tLEFT\tCANDIDATES", len(els) == 0)
+	for _, e := range els {
 		if e.Leader == nil {
 			p("%s\t(nobody)\t-\t-\t-\t-\t%d", esc(e.Name), e.Candidates)
 			continue
 		}
 		p("%s\t%s\t%s\t%s\t%d\t%s\t%d", esc(e.Name), esc(e.Leader.Session), cell(e.Leader.Owner), cell(e.Value), e.Leader.Token, msHuman(e.Leader.RemainingMs), e.Candidates)
 	}
-	printRW(p, st.RWMutexes)
 }
 
 func orDash(s string) string {

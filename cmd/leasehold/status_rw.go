@@ -18,56 +18,44 @@ type RWMutexStatus struct {
 	QueuedWriters int            `json:"queued_writers"`
 }
 
-// readStatusRW reads every read-write mutex of namespace e.K, adding each
-// live hold to holds (session id -> what it holds); holder builds a holder
-// as readStatus does.
-func readStatusRW(ctx context.Context, e scripts.Env, holds map[string][]HoldStatus,
-	holder func(hid, owner string, token int64) *HolderStatus) ([]RWMutexStatus, error) {
-	rws, err := names(ctx, e.C, e.K, "rw:")
+// rwmutex reads read-write mutex name for readStatus.
+func (r *statusReader) rwmutex(ctx context.Context, name string) (RWMutexStatus, error) {
+	in, err := r.e.RWMutexInspect(ctx, name)
 	if err != nil {
-		return nil, err
+		return RWMutexStatus{}, err
 	}
-	out := []RWMutexStatus{}
-	for _, name := range rws {
-		in, err := e.RWMutexInspect(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("rwmutex %q: %w", name, err)
+	rw := RWMutexStatus{Name: name, LastToken: in.Token, Readers: []HolderStatus{}}
+	for _, h := range in.Holders {
+		hs := r.holder(h.HoldID, h.Owner, h.Token)
+		hs.RemainingMs = h.TTL.Milliseconds()
+		hd := holdOf(scripts.RWMutex, name, hs)
+		if h.Shared {
+			hd.Mode = "read"
+			rw.Readers = append(rw.Readers, *hs)
+		} else {
+			hd.Mode = "write"
+			rw.Writer = hs
 		}
-		rw := RWMutexStatus{Name: name, LastToken: in.Token, Readers: []HolderStatus{}}
-		for _, h := range in.Holders {
-			hs := holder(h.HoldID, h.Owner, h.Token)
-			hs.RemainingMs = h.TTL.Milliseconds()
-			mode := "write"
-			if h.Shared {
-				mode = "read"
-				rw.Readers = append(rw.Readers, *hs)
-			} else {
-				rw.Writer = hs
-			}
-			holds[hs.Session] = append(holds[hs.Session], HoldStatus{Kind: "rwmutex", Name: name, Mode: mode,
-				Token: hs.Token, Session: hs.Session, Hold: hs.Hold, Owner: hs.Owner, RemainingMs: hs.RemainingMs})
-		}
-		for _, w := range in.Queue {
-			if w.Shared {
-				rw.QueuedReaders++
-			} else {
-				rw.QueuedWriters++
-			}
-		}
-		out = append(out, rw)
+		r.addHold(hd)
 	}
-	return out, nil
+	for _, w := range in.Queue {
+		if w.Shared {
+			rw.QueuedReaders++
+		} else {
+			rw.QueuedWriters++
+		}
+	}
+	return rw, nil
 }
 
 // printRW prints the read-write mutexes section of status's text output,
 // left out when there are none (read-write mutexes are the newest kind: a
 // namespace that uses none gets the output it always got).
-func printRW(p func(format string, args ...any), rws []RWMutexStatus) {
+func printRW(p statusPrinter, rws []RWMutexStatus) {
 	if len(rws) == 0 {
 		return
 	}
-	p("")
-	p("RWMUTEXES\tWRITER SESSION\tREADERS (session owner token left)\tLAST TOKEN\tQUEUED R/W")
+	p.section("RWMUTEXES\tWRITER SESSION\tREADERS (session owner token left)\tLAST TOKEN\tQUEUED R/W", false)
 	for _, rw := range rws {
 		writer := "-"
 		if w := rw.Writer; w != nil {

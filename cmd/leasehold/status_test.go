@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // TestPrintStatusCluster: on a single server status prints what it always
@@ -104,15 +106,15 @@ func TestPrintStatusGrace(t *testing.T) {
 func TestStatusEscapesRedis(t *testing.T) {
 	t.Parallel()
 	srv, url, ns := server(t)
-	p := "{" + ns + "}:"
+	k := scripts.NewKeys(ns)
 	const sid = "00c0ffee00c0ffee"
 	for _, cmd := range [][]string{
-		{"HSET", p + "s:" + sid, "owner", "own\ter\xff", "ttl", "10000", "ld", "0", "g", "0"},
-		{"PEXPIRE", p + "s:" + sid, "60000"},
-		{"HSET", p + "m:a\nb", "hid", sid + ".1", "tok", "7"},
-		{"HSET", p + "m:\xff\xfe", "tok", "3"},
-		{"HSET", p + "el:e\x1b[31m", "hid", sid + ".2", "tok", "9", "val", "v\nw"},
-		{"ZADD", p + "pool:p\tq:f", "0", "m\xffx"},
+		{"HSET", k.Lease(sid), "owner", "own\ter\xff", "ttl", "10000", "ld", "0", "g", "0"},
+		{"PEXPIRE", k.Lease(sid), "60000"},
+		{"HSET", k.Mutex("a\nb"), "hid", sid + ".1", "tok", "7"},
+		{"HSET", k.Mutex("\xff\xfe"), "tok", "3"},
+		{"HSET", k.Election("e\x1b[31m"), "hid", sid + ".2", "tok", "9", "val", "v\nw"},
+		{"ZADD", k.PoolFree("p\tq"), "0", "m\xffx"},
 	} {
 		if err := srv.Do(t, cmd...).Error(); err != nil {
 			t.Fatalf("%q: %v", cmd, err)

@@ -26,6 +26,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -175,57 +176,51 @@ func internalIn(t types.Type, seen map[types.Type]bool) string {
 		return ""
 	}
 	seen[t] = true
-	switch t := t.(type) {
-	case *types.Alias:
-		return internalIn(types.Unalias(t), seen)
-	case *types.Named:
-		if p := t.Obj().Pkg(); p != nil && isInternal(p.Path()) {
-			return t.String()
+	if n, ok := t.(*types.Named); ok {
+		if p := n.Obj().Pkg(); p != nil && isInternal(p.Path()) {
+			return n.String()
 		}
-		for a := range t.TypeArgs().Types() {
-			if in := internalIn(a, seen); in != "" {
-				return in
-			}
-		}
-		return ""
-	case *types.Pointer:
-		return internalIn(t.Elem(), seen)
-	case *types.Slice:
-		return internalIn(t.Elem(), seen)
-	case *types.Array:
-		return internalIn(t.Elem(), seen)
-	case *types.Chan:
-		return internalIn(t.Elem(), seen)
-	case *types.Map:
-		if in := internalIn(t.Key(), seen); in != "" {
+	}
+	for _, part := range visibleParts(t) {
+		if in := internalIn(part, seen); in != "" {
 			return in
 		}
-		return internalIn(t.Elem(), seen)
+	}
+	return ""
+}
+
+// visibleParts returns the types that a user of t sees through it, in the
+// order internalIn reports them: an alias's target, a named type's type
+// arguments (not its underlying type), the key and element of a composite,
+// a signature's parameters and results, a struct's exported and embedded
+// fields, an interface's methods.
+func visibleParts(t types.Type) []types.Type {
+	var parts []types.Type
+	switch t := t.(type) {
+	case *types.Alias:
+		parts = append(parts, types.Unalias(t))
+	case *types.Named:
+		parts = slices.AppendSeq(parts, t.TypeArgs().Types())
+	case *types.Map:
+		parts = append(parts, t.Key(), t.Elem())
+	case interface{ Elem() types.Type }: // pointer, slice, array, chan
+		parts = append(parts, t.Elem())
 	case *types.Signature:
 		for _, tup := range []*types.Tuple{t.Params(), t.Results()} {
 			for v := range tup.Variables() {
-				if in := internalIn(v.Type(), seen); in != "" {
-					return in
-				}
+				parts = append(parts, v.Type())
 			}
 		}
-		return ""
 	case *types.Struct:
 		for f := range t.Fields() {
 			if f.Exported() || f.Embedded() {
-				if in := internalIn(f.Type(), seen); in != "" {
-					return in
-				}
+				parts = append(parts, f.Type())
 			}
 		}
-		return ""
 	case *types.Interface:
 		for m := range t.Methods() {
-			if in := internalIn(m.Type(), seen); in != "" {
-				return in
-			}
+			parts = append(parts, m.Type())
 		}
-		return ""
 	}
-	return ""
+	return parts
 }
