@@ -185,9 +185,6 @@ func (h *Hold) Release(ctx context.Context) error {
 	return nil
 }
 
-// lockCtx locks mu, or returns ctx's cause if ctx ends first: a Release
-// waiting for another one in flight (up to a TTL on a stalled Redis) must
-// still return at its own ctx's end. Uncontended, it is mu.TryLock.
 // connLost reports an error of the connection rather than of Redis or of
 // the call's ctx: the request may not have reached Redis at all.
 func connLost(err error) bool {
@@ -197,6 +194,9 @@ func connLost(err error) bool {
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
+// lockCtx locks mu, or returns ctx's cause if ctx ends first: a Release
+// waiting for another one in flight (up to a TTL on a stalled Redis) must
+// still return at its own ctx's end. Uncontended, it is mu.TryLock.
 func lockCtx(ctx context.Context, mu *sync.Mutex) error {
 	if mu.TryLock() {
 		return nil
