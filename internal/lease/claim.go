@@ -65,8 +65,8 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		note = w.ch
 		defer s.waiters.remove(hid)
 	}
-	pause := minRetry  // between attempts that failed on a Redis error
-	uncertain := false // an attempt failed with an unknown outcome
+	pause := minRetry       // between attempts that failed on a Redis error
+	acquireUnknown := false // an attempt failed with an unknown outcome (see Hold.acquireUnknown)
 	// notBefore is a time before which hid was surely not granted: the send
 	// time of the last attempt answered with no grant (or start); unsure
 	// tells whether an attempt failed with an unknown outcome since.
@@ -86,7 +86,7 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			if unsure || wait {
 				granted = notBefore
 			}
-			return s.addHold(r, hid, next.Resource, next.Token, start, s.keysFrom(granted, w), false, uncertain)
+			return s.addHold(r, hid, next.Resource, next.Token, start, s.keysFrom(granted, w), false, acquireUnknown)
 		case err == nil && next.Status == scripts.Withdrawn:
 			// Only a Claim that already gave up withdraws its hold id.
 			return nil, nil, fmt.Errorf("session: acquire %s %q: hold id %s was withdrawn", r.Kind, r.Name, hid)
@@ -119,7 +119,7 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 			// permission, a read-only replica: above): retry with the same
 			// hold id, which keeps its place in the queue (the scripts are
 			// idempotent per id).
-			uncertain, unsure = true, true
+			acquireUnknown, unsure = true, true
 			s.opt.Logger.Warn("acquire failed; retrying", "session", s.id, "kind", r.Kind.String(),
 				"name", r.Name, "err", err, "retry_in", pause)
 			next = scripts.Grant{Wait: pause}
@@ -145,7 +145,7 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 					s.withdraw(r, hid)
 					return nil, nil, fmt.Errorf("session: acquire %s %q: hand-off rolled back: %w", r.Kind, r.Name, relabel(err))
 				}
-				return s.addHold(r, hid, n.resource, n.token, start, s.keysFrom(notBefore, w), true, uncertain)
+				return s.addHold(r, hid, n.resource, n.token, start, s.keysFrom(notBefore, w), true, acquireUnknown)
 			}
 		case <-t.C:
 		case <-recheck:
@@ -244,11 +244,12 @@ func (s *Session) keepFor() time.Duration { return 3*s.opt.TTL + s.opt.LockDelay
 
 // addHold registers a granted hold. start is when the caller asked for it;
 // keysFrom when its keys were surely kept for heldFor (see keysFrom);
-// handoff tells whether a releasing script handed it over; uncertain whether
-// an attempt for it failed with an unknown outcome (see Hold.uncertain).
-func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64, start, keysFrom time.Time, handoff, uncertain bool) (*Hold, any, error) {
+// handoff tells whether a releasing script handed it over; acquireUnknown
+// whether an acquire attempt for it failed with an unknown outcome (see
+// Hold.acquireUnknown).
+func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64, start, keysFrom time.Time, handoff, acquireUnknown bool) (*Hold, any, error) {
 	h, pub := s.newHold(r, hid, resource, token)
-	h.uncertain = uncertain
+	h.acquireUnknown = acquireUnknown
 	until := clock.Deadline(keysFrom, s.heldFor())
 	h.setKeysUntil(until)
 	if !s.holds.add(h) {
