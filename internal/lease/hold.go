@@ -37,14 +37,16 @@ type Hold struct {
 	// and then by the loop (heartbeats, reclaims); read by anyone.
 	keyUntil atomic.Int64
 
-	mu       sync.Mutex // serializes Release; guards the three flags below
+	mu       sync.Mutex // serializes Release; guards released and releaseUnknown
 	released bool       // guarded by mu: the server confirmed the release
-	// unsure, guarded by mu: a release attempt failed: it may have happened.
-	unsure bool
-	// uncertain: an acquire attempt for this hold id failed with an unknown
-	// outcome and may still arrive late: the release withdraws the id. Set
-	// before the hold is published (addHold), read under mu.
-	uncertain bool
+	// releaseUnknown, guarded by mu: a release attempt failed with an
+	// unknown outcome: it may have happened (so a NotFound reply is no
+	// sign of loss), and the next attempt withdraws the id.
+	releaseUnknown bool
+	// acquireUnknown: an acquire attempt for this hold id failed with an
+	// unknown outcome and may still arrive late: the release withdraws the
+	// id. Set before the hold is published (addHold), then only read.
+	acquireUnknown bool
 }
 
 // newHold returns a new hold and the public hold that wraps it.
@@ -162,32 +164,29 @@ func (h *Hold) Release(ctx context.Context) error {
 		return fmt.Errorf("session: release %s: %w", h.describe(), cause)
 	}
 	dl := time.Now().Add(h.s.opt.TTL)
-	r, err := h.s.env.ReleaseUntil(ctx, dl, h.res, h.hid, h.uncertain || h.unsure)
+	r, err := h.s.env.ReleaseUntil(ctx, dl, h.res, h.hid, h.acquireUnknown || h.releaseUnknown)
 	for try := 0; err != nil && connLost(err) && ctx.Err() == nil && time.Now().Before(dl) && try < 2; try++ {
 		// A pooled connection that died with the server (a restart) fails
 		// the first request sent on it: rueidis reports EOF and redials.
 		// The release is idempotent per hold id, so send it again at once,
 		// as one whose outcome is unknown, rather than report an error
 		// for a release that the next attempt completes.
-		h.unsure = true
+		h.releaseUnknown = true
 		r, err = h.s.env.ReleaseUntil(ctx, dl, h.res, h.hid, true)
 	}
 	if err != nil {
-		h.unsure = true
+		h.releaseUnknown = true
 		h.s.post(func(l *loop) { l.release(pendingRelease{r: h.res, hid: h.hid}) })
 		return fmt.Errorf("session: release %s: %w", h.describe(), relabel(err))
 	}
 	h.released = true
-	if r == scripts.NotFound && !h.unsure {
+	if r == scripts.NotFound && !h.releaseUnknown {
 		// Taken away on the server before the session heard of it.
 		return fmt.Errorf("session: release %s: %w: it was no longer held", h.describe(), ErrLost)
 	}
 	return nil
 }
 
-// lockCtx locks mu, or returns ctx's cause if ctx ends first: a Release
-// waiting for another one in flight (up to a TTL on a stalled Redis) must
-// still return at its own ctx's end. Uncontended, it is mu.TryLock.
 // connLost reports an error of the connection rather than of Redis or of
 // the call's ctx: the request may not have reached Redis at all.
 func connLost(err error) bool {
@@ -197,6 +196,9 @@ func connLost(err error) bool {
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
+// lockCtx locks mu, or returns ctx's cause if ctx ends first: a Release
+// waiting for another one in flight (up to a TTL on a stalled Redis) must
+// still return at its own ctx's end. Uncontended, it is mu.TryLock.
 func lockCtx(ctx context.Context, mu *sync.Mutex) error {
 	if mu.TryLock() {
 		return nil
