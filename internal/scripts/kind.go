@@ -26,6 +26,12 @@ type kindSpec struct {
 	// {ns}:q:<short>:<name> and in reclaim.lua's and verify.lua's
 	// arguments.
 	name, short string
+	// key is the infix of the resource's key {ns}:<key><name> (a pool's
+	// base: {ns}:pool:<name>:...); listed the suffixes, after its base, of
+	// the keys by which Keys.Listing finds a resource of the kind, when
+	// it has several keys: nil for the one key.
+	key    string
+	listed []string
 	// acquire and release build the call of the kind's single script for
 	// an acquire attempt of hold id hid ("1" or "0" in wait: queue when
 	// busy) and for its release ("1" or "0" in withdraw: withdraw hid for
@@ -54,7 +60,7 @@ var kindSpecs [RWMutex + 1]kindSpec
 func init() {
 	kindSpecs = [...]kindSpec{
 		Mutex: {
-			name: "mutex", short: "m",
+			name: "mutex", short: "m", key: keyMutex,
 			acquire: func(e Env, r Resource, hid, wait string) execer {
 				return execer{mutexAcquire, []string{e.K.Mutex(r.Name), e.K.Lease(SessionOf(hid))},
 					[]string{hid, wait + e.sharded() + e.mutexOpts()}}
@@ -67,7 +73,7 @@ func init() {
 			releaseFlight: Env.mutexReleaseFlight,
 		},
 		Semaphore: {
-			name: "semaphore", short: "sem",
+			name: "semaphore", short: "sem", key: keySemaphore,
 			acquire: func(e Env, r Resource, hid, wait string) execer {
 				return execer{semAcquire, append(e.semKeys(r.Name), e.K.Lease(SessionOf(hid))),
 					[]string{e.K.Prefix, hid, wait, e.sharded(), r.Name, strconv.FormatInt(r.N, 10), strconv.FormatInt(r.Limit, 10)}}
@@ -84,7 +90,7 @@ func init() {
 			releaseFlight: Env.semReleaseFlight,
 		},
 		Pool: {
-			name: "pool", short: "pool",
+			name: "pool", short: "pool", key: keyPool, listed: []string{poolFree, poolHeld},
 			acquire: func(e Env, r Resource, hid, wait string) execer {
 				return execer{poolAcquire, e.poolKeys(r.Name), []string{e.K.Prefix, hid, wait, e.sharded(), r.Name,
 					e.K.PoolBase(r.Name), r.Key}}
@@ -100,7 +106,7 @@ func init() {
 			releaseFlight: Env.poolReleaseFlight,
 		},
 		Election: {
-			name: "election", short: "el",
+			name: "election", short: "el", key: keyElection,
 			acquire: func(e Env, r Resource, hid, wait string) execer {
 				return execer{elCampaign, e.elKeys(r.Name), []string{e.K.Prefix, hid, wait, e.sharded(), r.Name,
 					r.Value, e.K.ElectionChannel(r.Name)}}
@@ -114,7 +120,7 @@ func init() {
 			extra:   func(h Held) string { return h.R.Value },
 		},
 		RWMutex: {
-			name: "rwmutex", short: "rw",
+			name: "rwmutex", short: "rw", key: keyRWMutex,
 			acquire: func(e Env, r Resource, hid, wait string) execer {
 				return execer{rwAcquire, append(e.rwKeys(r.Name), e.K.Lease(SessionOf(hid))),
 					[]string{hid, wait + e.sharded() + oneIf(r.Shared)}}

@@ -89,7 +89,7 @@ func (e Env) semKeys(name string) []string {
 
 func (e Env) poolKeys(name string) []string {
 	b := e.K.PoolBase(name)
-	return []string{e.K.Queue(Pool, name), b + "f", b + "h", b + "t", b + "s"}
+	return []string{e.K.Queue(Pool, name), b + poolFree, b + poolHeld, b + "t", b + "s"}
 }
 
 func (e Env) elKeys(name string) []string {

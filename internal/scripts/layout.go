@@ -3,8 +3,8 @@ package scripts
 import "strings"
 
 // The suffixes, after a pool's base (PoolBase), of the two keys of which a
-// pool with members has at least one. pool_lib.lua and Env.poolKeys spell
-// them too: a change is made in all three.
+// pool with members has at least one (Env.poolKeys names them to the
+// scripts; pool_lib.lua spells them too).
 const (
 	poolFree = "f"
 	poolHeld = "h"
@@ -37,19 +37,11 @@ func (k Keys) Sessions() Listing { return Listing{base: k.Prefix + keyLease} }
 // PoolHeld), of which a pool with members has at least one. It panics on
 // an unknown kind.
 func (k Keys) Listing(kind Kind) Listing {
-	switch kind {
-	case Mutex:
-		return Listing{base: k.Prefix + keyMutex}
-	case Semaphore:
-		return Listing{base: k.Prefix + keySemaphore}
-	case Election:
-		return Listing{base: k.Prefix + keyElection}
-	case RWMutex:
-		return Listing{base: k.Prefix + keyRWMutex}
-	case Pool:
-		return Listing{base: k.Prefix + keyPool, marks: []string{poolFree, poolHeld}}
+	s, ok := kind.spec()
+	if !ok {
+		panic("scripts: no listing of kind " + kind.String())
 	}
-	panic("scripts: no listing of kind " + kind.String())
+	return Listing{base: k.Prefix + s.key, marks: s.listed}
 }
 
 // Pattern is the SCAN MATCH pattern of the listing's keys, the namespace
