@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/leasehold/leasehold/internal/hook"
@@ -138,6 +140,28 @@ func New(s *session.Session, name string, o Options) *Group {
 // is longer than session.MaxNameLen) or the session's error, sending
 // nothing. A panic in fn is not recovered.
 func (g *Group) Do(ctx context.Context, key string, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	t, ok := hook.Tracer()
+	if !ok {
+		return g.doKey(ctx, key, fn)
+	}
+	ctx, span := t.Start(ctx, "flight.Do")
+	defer span.End()
+	v, err := g.doKey(ctx, key, fn)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("leasehold.name", g.name), attribute.String("leasehold.key", key))
+		if g.s != nil {
+			span.SetAttributes(attribute.String("leasehold.namespace", g.s.Options().Namespace))
+		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	return v, err
+}
+
+// doKey is Do without its span.
+func (g *Group) doKey(ctx context.Context, key string, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	name, err := g.check(key)
 	if err != nil {
 		return nil, err

@@ -93,7 +93,7 @@ func TestMetrics(t *testing.T) {
 	}
 	<-hb.Done()
 	tu.WaitFor(t, ctx, func() bool {
-		return value("leasehold_holds_lost_total", map[string]string{"kind": "mutex", "cause": "taken_away"}) == 1
+		return value("leasehold_holds_lost_total", map[string]string{"kind": "mutex", "cause": "revoked"}) == 1
 	})
 	a.Close()
 	b.Close()

@@ -6,6 +6,7 @@ package hook
 
 import (
 	"context"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/internal/scripts"
@@ -37,3 +38,7 @@ func Claim(ctx context.Context, s *session.Session, r scripts.Resource, wait boo
 	}
 	return pub.(*session.Hold), nil
 }
+
+// Tracer returns leasehold's tracer, and false when no OpenTelemetry tracer
+// provider is installed (see lease.Tracer).
+func Tracer() (trace.Tracer, bool) { return lease.Tracer() }

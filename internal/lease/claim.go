@@ -38,14 +38,14 @@ const (
 // the grant back). Its type is internal: it is for leasehold's own
 // packages.
 func (s *Session) Claim(ctx context.Context, r scripts.Resource, wait bool) (*Hold, error) {
-	h, _, err := s.claim(ctx, r, wait)
+	h, _, err := s.tracedClaim(ctx, r, wait)
 	return h, err
 }
 
 // ClaimPublic is Claim returning the public hold that wraps the Hold (see
 // Public): internal/hook's Claim, so that a Hold need not point back to it.
 func (s *Session) ClaimPublic(ctx context.Context, r scripts.Resource, wait bool) (any, error) {
-	_, pub, err := s.claim(ctx, r, wait)
+	_, pub, err := s.tracedClaim(ctx, r, wait)
 	return pub, err
 }
 
@@ -71,6 +71,7 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		st, err := decide(o)
 		switch st {
 		case stepGrant:
+			traceGranted(ctx, o.g.Token, o.ev == handedOff)
 			return c.grant(o)
 		case stepFail:
 			return nil, nil, err
@@ -83,6 +84,9 @@ func (s *Session) claim(ctx context.Context, r scripts.Resource, wait bool) (*Ho
 		case stepAttempt:
 			o = c.try(ctx)
 		default: // stepWait, stepRetry
+			if st == stepWait {
+				traceQueued(ctx, o.g.Position)
+			}
 			o = c.await(ctx, c.pace(st, o))
 		}
 	}

@@ -141,7 +141,7 @@ func (h *Hold) setKeysUntil(t time.Time) {
 // keysLost is the cause of a hold whose keys the heartbeat could not keep
 // alive before they could expire: someone else could be granted it then.
 func keysLost(h *Hold) error {
-	return fmt.Errorf("%w: %s: its keys could not be kept alive in Redis (is its slot migrating?)", ErrLost, h.describe())
+	return lost(ReasonKeysExpired, "%s: its keys could not be kept alive in Redis (is its slot migrating?)", h.describe())
 }
 
 // Release is session.Hold.Release.

@@ -363,7 +363,7 @@ func (l *loop) onReclaim(r reclaimResult) {
 	l.confirmed(r.sent, now)
 	for _, id := range r.lost {
 		s.holds.end(id, func(h *Hold) error {
-			return fmt.Errorf("%w: %s could not be reclaimed after Redis lost its data", ErrLost, h.describe())
+			return lost(ReasonNotReclaimed, "%s could not be reclaimed after Redis lost its data", h.describe())
 		})
 	}
 	// The reclaim recreated the holds' keys to live held_ms (see
@@ -410,7 +410,7 @@ func (l *loop) noticeServer(r beatResult) {
 		s.holds.end(id, func(h *Hold) error {
 			l.log.Warn("hold lost: Redis no longer records it (a failover lost its grant)", "session", s.id,
 				"kind", h.res.Kind.String(), "resource", h.resource, "token", h.token)
-			return fmt.Errorf("%w: Redis no longer records %s (a failover without ReplicaAck lost its grant)", ErrLost, h.describe())
+			return lost(ReasonFailover, "Redis no longer records %s (a failover without ReplicaAck lost its grant)", h.describe())
 		})
 	}
 	l.noticeClockStep(r)
@@ -444,7 +444,7 @@ func (l *loop) revoke(id string) {
 }
 
 func takenAway(h *Hold) error {
-	return fmt.Errorf("%w: %s was taken away (reset, or removed from its pool)", ErrLost, h.describe())
+	return lost(ReasonRevoked, "%s was taken away (reset, or removed from its pool)", h.describe())
 }
 
 func (l *loop) checkDeadline() {

@@ -20,7 +20,7 @@ type metrics struct {
 	holds        *prometheus.GaugeVec     // kind
 	acquireWait  *prometheus.HistogramVec // kind
 	handoffs     *prometheus.CounterVec   // kind
-	lost         *prometheus.CounterVec   // kind, cause: lease_lost, taken_away, not_reclaimed
+	lost         *prometheus.CounterVec   // kind, cause: EndReason's (lease_lost, revoked, keys_expired, not_reclaimed, failover)
 	reclaims     *prometheus.CounterVec   // result: reclaimed, lost (holds)
 }
 
@@ -133,11 +133,8 @@ func (m *metrics) holdEnded(kind string, cause error) {
 		return
 	}
 	m.holds.WithLabelValues(kind).Dec()
-	switch {
-	case errors.Is(cause, ErrLeaseLost):
-		m.lost.WithLabelValues(kind, "lease_lost").Inc()
-	case errors.Is(cause, ErrLost):
-		m.lost.WithLabelValues(kind, "taken_away").Inc()
+	if errors.Is(cause, ErrLost) {
+		m.lost.WithLabelValues(kind, EndReason(cause)).Inc()
 	}
 }
 
