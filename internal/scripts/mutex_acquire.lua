@@ -87,6 +87,7 @@ if lease[1] == '0' and not lease[2] then
 end
 
 --@helpers
+--@include mutex_lib.lua
 local p = prefix_of(m)
 local queue, sharded = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
 local name = string.sub(m, #p + 3)

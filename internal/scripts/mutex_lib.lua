@@ -1,4 +1,4 @@
--- mutex_lib.lua: the mutex's state, prepended (after common.lua) to the
+-- mutex_lib.lua: the mutex's state, included (after common.lua) by the
 -- scripts that read or write a mutex.
 --
 -- A mutex is one string key {ns}:m:<name>, not a hash, so that a grant is a

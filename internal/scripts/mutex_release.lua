@@ -52,6 +52,7 @@ if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
 end
 
 --@helpers
+--@include mutex_lib.lua
 local p = prefix_of(m)
 local sharded, name = string.sub(ARGV[2], 1, 1), string.sub(m, #p + 3)
 local q = p .. K_QUEUE .. 'm:' .. name
