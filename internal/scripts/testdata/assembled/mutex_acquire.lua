@@ -47,70 +47,96 @@ end
 -- newcomer never overtakes a queue whose previous holder died.
 local hid, m = ARGV[1], KEYS[1]
 
--- Fast paths, before the helpers exist (see scripts.go), when the caller's
--- lease exists with no grace pending (g = "0", see check_caller) and hid is
--- not withdrawn. The mutex string is parsed inline (see mutex_lib.lua);
--- anything else takes the full path below, which reads everything again.
+-- The fast path, before the helpers exist (see scripts.go), when the
+-- caller's lease exists with no grace pending (g = "0", see check_caller)
+-- and hid is not withdrawn: see mutex_acquire_fast.lua. Anything else
+-- takes the full path below, which reads everything again.
 local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
 if lease[1] == '0' and not lease[2] then
+  local r, p, held, tail
+  local aq = ARGV[2]
+  -- mutex_acquire_fast.lua: the fast path of a mutex acquire attempt, as
+  -- statement text (no function: every function is a closure Redis creates
+  -- on every call, see scripts.go), included where it runs: by
+  -- mutex_acquire.lua before its helpers, and by mutex_acquire_batch.lua in
+  -- its loop over the attempts. It reads the mutex string (see
+  -- mutex_value.lua) with anchored matches, as it runs on every lock.
+  -- The includer has checked the caller's lease: it exists with no grace
+  -- pending (g = "0", see check_caller) and hid is not withdrawn. It sets
+  -- m (the mutex key), hid and aq (a string whose first character is "1"
+  -- to queue when busy), and declares r, p (the prefix, or nil), held and
+  -- tail (held_ms and "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them
+  -- from its ARGV[2] when needed).
+  -- It sets r to the reply (as mutex_acquire.lua's), and leaves r nil,
+  -- having changed nothing, for what the full path must decide: a holder
+  -- whose lease is gone, a lock delay, waiters before the caller, a queue
+  -- left without its mutex, a retried grant, a hash of an older layout.
   local v = redis.pcall('GET', m) -- an error (a hash of an older layout) takes the full path
+  local last
   if not v then
     -- No mutex: never used, or expired, which a held mutex or a running
-    -- lock delay never is (see mutex_lib.lua). Grant, with a token from
+    -- lock delay never is (see mutex_value.lua). Grant, with a token from
     -- the clock alone (see common.lua idle_ms), unless a queue is left: a
     -- queue can outlive its mutex (a lock delay keeps the mutex only until
     -- it ends, which a waiter's heartbeat may not renew in time), and the
     -- full path serves its live waiters first.
-    local p = string.match(m, '^{[^}]*}:')
+    p = p or string.match(m, '^{[^}]*}:')
     if redis.call('EXISTS', p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)) == 0 then
-      local tok, n = new_token(false)
-      local bar = string.find(ARGV[2], '|', 3, true)
-      redis.call('SET', m, hid .. '|' .. tok .. string.sub(ARGV[2], bar) .. '||', 'PX', string.sub(ARGV[2], 3, bar - 1))
-      return {R_GRANTED, n}
+      last = false
     end
   elseif type(v) == 'string' then
-    -- Read with plain finds, not a pattern with six captures: this runs
-    -- on every lock (see mutex_lib.lua for the fields).
-    local e = string.find(v, '|', 1, true)
-    if e == 1 and string.sub(v, -2) == '||' then
-      -- No holder, no lock delay running, nobody waiting: grant, if the
-      -- mutex has a token. SET also drops the expiry of an idle mutex.
-      local last = string.sub(v, 2, string.find(v, '|', 2, true) - 1)
-      if last ~= '' then
-        local tok, n = new_token(last)
-        -- Kept held_ms (see common.lua); the holder's heartbeat keeps it.
-        local bar = string.find(ARGV[2], '|', 3, true)
-        redis.call('SET', m, hid .. '|' .. tok .. string.sub(ARGV[2], bar) .. '||', 'PX', string.sub(ARGV[2], 3, bar - 1))
-        return {R_GRANTED, n}
-      end
-    end
-    local holder = string.sub(v, 1, e - 1)
-    if holder ~= '' and holder ~= hid then
-      -- Held by a live session: busy, the same reply as busy() in common.lua.
-      -- (Spelled out, like sid_of and prefix_of here and in the release: as
-      -- helpers in fastpath.lua they cost each lock+release 3k more Redis
-      -- instructions, measured with callgrind.)
-      local p = string.match(m, '^{[^}]*}:')
-      local wait = redis.call('PTTL', p .. K_LEASE .. string.match(holder, '^([^.]+)%.'))
-      if wait > 0 then
-        if string.sub(ARGV[2], 1, 1) ~= '1' then
-          return {R_BUSY, wait, -1}
-        end
-        local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
-        local pos = redis.call('LPOS', q, hid)
-        if not pos then
-          pos = redis.call('RPUSH', q, hid) - 1
-          if pos == 0 then
-            -- A new queue expires unless its waiters' heartbeats keep it.
-            redis.call('PEXPIRE', q, string.sub(ARGV[2], 3, string.find(ARGV[2], '|', 3, true) - 1))
-          end
-          if string.sub(v, -1) == '|' then
-            redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_lib.lua)
+    -- No holder, no lock delay running, nobody waiting: grant, if the mutex
+    -- has a token. (Anchored matches: each string function called costs
+    -- Redis about 1k instructions, more than a short match.)
+    last = string.match(v, '^|(%d+)|%d*|%d*||$')
+    if not last then
+      local holder, sid = string.match(v, '^(([^.|]+)%.[^|]*)|')
+      if holder and holder ~= hid then
+        -- Held by a live session: busy, the same reply as busy() in
+        -- common.lua. (sid_of and prefix_of spelled out: as helpers in
+        -- fastpath.lua they cost each lock+release 3k more Redis
+        -- instructions, measured with callgrind.)
+        p = p or string.match(m, '^{[^}]*}:')
+        local wait = redis.call('PTTL', p .. K_LEASE .. sid)
+        if wait > 0 then
+          if string.sub(aq, 1, 1) ~= '1' then
+            r = {R_BUSY, wait, -1}
+          else
+            local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
+            local pos = redis.call('LPOS', q, hid)
+            if not pos then
+              pos = redis.call('RPUSH', q, hid) - 1
+              if pos == 0 then
+                -- A new queue expires unless its waiters' heartbeats keep it.
+                if not held then
+                  held = string.sub(ARGV[2], 3, string.find(ARGV[2], '|', 3, true) - 1)
+                end
+                redis.call('PEXPIRE', q, held)
+              end
+              if string.sub(v, -1) == '|' then
+                redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_value.lua)
+              end
+            end
+            r = {R_BUSY, wait, pos}
           end
         end
-        return {R_BUSY, wait, pos}
       end
     end
+  end
+  if last ~= nil then
+    -- Grant: the mutex string of a new holder, kept held_ms (see
+    -- common.lua; the holder's heartbeat keeps it). SET also drops the
+    -- expiry of an idle mutex.
+    if not tail then
+      local bar = string.find(ARGV[2], '|', 3, true)
+      held, tail = string.sub(ARGV[2], 3, bar - 1), string.sub(ARGV[2], bar)
+    end
+    local tok, n = new_token(last)
+    redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
+    r = {R_GRANTED, n}
+  end
+  if r then
+    return r
   end
 end
 
@@ -375,6 +401,10 @@ end
 -- mutex_lib.lua: the mutex's state, included (after common.lua) by the
 -- scripts that read or write a mutex.
 --
+-- The mutex string and its codec: see mutex_value.lua.
+-- mutex_value.lua: the mutex string, included by mutex_lib.lua and
+-- mutex_inspect.lua.
+--
 -- A mutex is one string key {ns}:m:<name>, not a hash, so that a grant is a
 -- single SET (which also drops an idle expiry) and a release a single SET
 -- with PX: "<hid>|<tok>|<ld>|<i>|<free>|<w>", fields empty when unset:
@@ -392,8 +422,31 @@ end
 -- its expiry while it has a holder, and once it has none it is kept 'i' ms
 -- (and at least until a lock delay ends) after each write, waiters'
 -- heartbeats keeping it while they wait (see m_save).
--- The fast paths of mutex_acquire.lua and mutex_release.lua parse and build
--- the same string inline (they run before these helpers exist).
+-- m_decode and m_encode below are the codec of the full paths
+-- (mutex_lib.lua) and of mutex_inspect.lua. The fast paths
+-- (mutex_acquire_fast.lua, mutex_release_fast.lua, shared by the single
+-- and the batch scripts) run before any function exists and read and
+-- build the string with anchored matches and concatenation instead: a
+-- function there is a closure created on every call (about 0.8k Redis
+-- instructions, measured with callgrind), which the fast paths exist to
+-- avoid. TestBatchScriptsMatchSingle, TestMutexWaiterMark and
+-- TestMutexOlderLayout keep the two in step.
+
+-- m_decode returns the fields of mutex string v as a table, false where
+-- a field is empty, w a boolean.
+local function m_decode(v)
+  local hid, tok, ld, i, free, w = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  local function f(x)
+    return x ~= '' and x
+  end
+  return {hid = f(hid), tok = f(tok), ld = f(ld), i = f(i), free = f(free), w = w == '1'}
+end
+
+-- m_encode returns the mutex string of st (fields as m_decode returns them).
+local function m_encode(st)
+  return (st.hid or '') .. '|' .. (st.tok or '') .. '|' .. (st.ld or '') .. '|' .. (st.i or '') .. '|' ..
+    (st.free or '') .. '|' .. (st.w and '1' or '')
+end
 
 -- m_load reads mutex m. A hash there is a mutex written by a leasehold
 -- release before this layout: it is read field by field and replaced by
@@ -408,11 +461,9 @@ local function m_load(m)
   if not v then
     return {}
   end
-  local hid, tok, ld, i, free, w = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
-  local function f(x)
-    return x ~= '' and x
-  end
-  return {exists = true, hid = f(hid), tok = f(tok), ld = f(ld), i = f(i), free = f(free), w = w == '1'}
+  local st = m_decode(v)
+  st.exists = true
+  return st
 end
 
 -- m_save writes state st to mutex m (queue q). A grant (st.held, set by
@@ -424,8 +475,7 @@ local function m_save(m, q, st)
   if st.w and redis.call('LLEN', q) == 0 then
     st.w = false
   end
-  local v = (st.hid or '') .. '|' .. (st.tok or '') .. '|' .. (st.ld or '') .. '|' .. (st.i or '') .. '|' ..
-    (st.free or '') .. '|' .. (st.w and '1' or '')
+  local v = m_encode(st)
   if st.held then
     redis.call('SET', m, v, 'PX', string.format('%.0f', st.held))
     return

@@ -41,41 +41,64 @@ end
 local hid, m = ARGV[1], KEYS[1]
 local withdrawing = string.sub(ARGV[2], 2, 2) == '1'
 
--- Fast paths, before the helpers exist (see scripts.go): a plain release
--- with nobody waiting, or with a live first waiter to hand over to. The
--- mutex string is parsed and built inline (see mutex_lib.lua).
-local v = not withdrawing and redis.pcall('GET', m) -- an error (an older layout's hash) takes the full path
-if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
-  -- Held by hid. rest is "|<tok>|<ld>|<i>|<free>|<w>": read with plain
-  -- finds and one anchored match, as this runs on every release.
-  local rest = string.sub(v, #hid + 1)
-  local tail = string.sub(rest, -2)
-  if tail == '||' then
-    -- No lock delay, nobody waits: idle now, kept 'i' ms (see common.lua).
-    local i = string.match(rest, '^|[^|]*|[^|]*|(%d+)||$')
-    if i then
-      redis.call('SET', m, rest, 'PX', i)
-      return REL_FREED
-    end
-  elseif tail == '|1' then
-    -- Waiters, no lock delay. The releaser's lease says no restart grace is
-    -- pending (see check_caller); the first waiter's lease exists (it
-    -- always has 'ld'). Then hand over as m_handoff would.
-    local p = string.match(m, '^{[^}]*}:')
-    local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
-    local nxt = redis.call('HGET', p .. K_LEASE .. string.match(hid, '^([^.]+)%.'), 'g') == '0' and redis.call('LINDEX', q, 0)
-    if nxt then
-      local sid = string.match(nxt, '^([^.]+)%.')
-      local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
-      if l[1] then
-        redis.call('LPOP', q)
-        local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
-        redis.call('SET', m, nxt .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
-        local msg = 'g|' .. nxt .. '|' .. tok .. '|' .. string.sub(m, #p + 3)
-        redis.call(string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
-        return REL_FREED
+-- The fast paths, before the helpers exist (see scripts.go): see
+-- mutex_release_fast.lua.
+if not withdrawing then
+  local r, p, g
+  local sh = ARGV[2]
+  -- mutex_release_fast.lua: the fast paths of a mutex release, as statement
+  -- text (see mutex_acquire_fast.lua), included by mutex_release.lua before
+  -- its helpers and by mutex_release_batch.lua in its loop over the
+  -- releases: a release with nobody waiting, and one that hands the mutex
+  -- to a live first waiter. It reads and builds the mutex string (see
+  -- mutex_value.lua) with anchored matches, as it runs on every release.
+  -- The includer sets m (the mutex key), hid and sh (a string whose first
+  -- character is "1" for sharded pub/sub), and declares r, p (the prefix,
+  -- or nil) and g (whether the releasing session's lease says no restart
+  -- grace is pending, see check_caller; nil until read).
+  -- It sets r to REL_FREED when it released, and leaves r nil, having
+  -- changed nothing, for what the full path must decide: not held by hid, a
+  -- lock delay, a dead first waiter, a restart grace, a hash of an older
+  -- layout.
+  local v = redis.pcall('GET', m) -- an error (an older layout's hash) takes the full path
+  if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
+    -- Held by hid. rest is "|<tok>|<ld>|<i>|<free>|<w>".
+    local rest = string.sub(v, #hid + 1)
+    local last2 = string.sub(rest, -2)
+    if last2 == '||' then
+      -- No lock delay, nobody waits: idle now, kept 'i' ms (see common.lua).
+      local i = string.match(rest, '^|%d+|%d*|(%d+)||$')
+      if i then
+        redis.call('SET', m, rest, 'PX', i)
+        r = REL_FREED
+      end
+    elseif last2 == '|1' then
+      -- Waiters, no lock delay: when no restart grace is pending and the
+      -- first waiter's lease exists (it always has 'ld'), hand over as
+      -- m_handoff would.
+      p = p or string.match(m, '^{[^}]*}:')
+      if g == nil then
+        g = redis.call('HGET', p .. K_LEASE .. string.match(hid, '^([^.]+)%.'), 'g') == '0'
+      end
+      local name = string.sub(m, #p + 3)
+      local q = p .. K_QUEUE .. 'm:' .. name
+      local nxt = g and redis.call('LINDEX', q, 0)
+      if nxt then
+        local sid = string.match(nxt, '^([^.]+)%.')
+        local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
+        if l[1] then
+          redis.call('LPOP', q)
+          local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
+          redis.call('SET', m, nxt .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
+          redis.call(string.sub(sh, 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid,
+            'g|' .. nxt .. '|' .. tok .. '|' .. name)
+          r = REL_FREED
+        end
       end
     end
+  end
+  if r then
+    return r
   end
 end
 
@@ -340,6 +363,10 @@ end
 -- mutex_lib.lua: the mutex's state, included (after common.lua) by the
 -- scripts that read or write a mutex.
 --
+-- The mutex string and its codec: see mutex_value.lua.
+-- mutex_value.lua: the mutex string, included by mutex_lib.lua and
+-- mutex_inspect.lua.
+--
 -- A mutex is one string key {ns}:m:<name>, not a hash, so that a grant is a
 -- single SET (which also drops an idle expiry) and a release a single SET
 -- with PX: "<hid>|<tok>|<ld>|<i>|<free>|<w>", fields empty when unset:
@@ -357,8 +384,31 @@ end
 -- its expiry while it has a holder, and once it has none it is kept 'i' ms
 -- (and at least until a lock delay ends) after each write, waiters'
 -- heartbeats keeping it while they wait (see m_save).
--- The fast paths of mutex_acquire.lua and mutex_release.lua parse and build
--- the same string inline (they run before these helpers exist).
+-- m_decode and m_encode below are the codec of the full paths
+-- (mutex_lib.lua) and of mutex_inspect.lua. The fast paths
+-- (mutex_acquire_fast.lua, mutex_release_fast.lua, shared by the single
+-- and the batch scripts) run before any function exists and read and
+-- build the string with anchored matches and concatenation instead: a
+-- function there is a closure created on every call (about 0.8k Redis
+-- instructions, measured with callgrind), which the fast paths exist to
+-- avoid. TestBatchScriptsMatchSingle, TestMutexWaiterMark and
+-- TestMutexOlderLayout keep the two in step.
+
+-- m_decode returns the fields of mutex string v as a table, false where
+-- a field is empty, w a boolean.
+local function m_decode(v)
+  local hid, tok, ld, i, free, w = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  local function f(x)
+    return x ~= '' and x
+  end
+  return {hid = f(hid), tok = f(tok), ld = f(ld), i = f(i), free = f(free), w = w == '1'}
+end
+
+-- m_encode returns the mutex string of st (fields as m_decode returns them).
+local function m_encode(st)
+  return (st.hid or '') .. '|' .. (st.tok or '') .. '|' .. (st.ld or '') .. '|' .. (st.i or '') .. '|' ..
+    (st.free or '') .. '|' .. (st.w and '1' or '')
+end
 
 -- m_load reads mutex m. A hash there is a mutex written by a leasehold
 -- release before this layout: it is read field by field and replaced by
@@ -373,11 +423,9 @@ local function m_load(m)
   if not v then
     return {}
   end
-  local hid, tok, ld, i, free, w = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
-  local function f(x)
-    return x ~= '' and x
-  end
-  return {exists = true, hid = f(hid), tok = f(tok), ld = f(ld), i = f(i), free = f(free), w = w == '1'}
+  local st = m_decode(v)
+  st.exists = true
+  return st
 end
 
 -- m_save writes state st to mutex m (queue q). A grant (st.held, set by
@@ -389,8 +437,7 @@ local function m_save(m, q, st)
   if st.w and redis.call('LLEN', q) == 0 then
     st.w = false
   end
-  local v = (st.hid or '') .. '|' .. (st.tok or '') .. '|' .. (st.ld or '') .. '|' .. (st.i or '') .. '|' ..
-    (st.free or '') .. '|' .. (st.w and '1' or '')
+  local v = m_encode(st)
   if st.held then
     redis.call('SET', m, v, 'PX', string.format('%.0f', st.held))
     return
