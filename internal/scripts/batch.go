@@ -2,7 +2,6 @@ package scripts
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 
@@ -13,20 +12,15 @@ import (
 )
 
 var (
-	//go:embed mutex_acquire_batch.lua
-	mutexAcquireBatchLua string
-	//go:embed mutex_release_batch.lua
-	mutexReleaseBatchLua string
-
-	mutexAcquireBatch = newScript(fastOnly(mutexAcquireBatchLua), false)
-	mutexReleaseBatch = newScript(fastOnly(mutexReleaseBatchLua), false)
+	mutexAcquireBatch = newScript(fastOnly("mutex_acquire_batch.lua"), false)
+	mutexReleaseBatch = newScript(fastOnly("mutex_release_batch.lua"), false)
 )
 
-// fastOnly returns a script that is all fast path: body after fastpath.lua,
-// without common.lua's helpers (each a closure Redis would create on every
-// call, see join).
-func fastOnly(body string) string {
-	text := fastpath + "\n" + body
+// fastOnly returns the script of Lua file name, which is all fast path:
+// fastpath.lua first, without common.lua's helpers (each a closure Redis
+// would create on every call, see join), its includes resolved.
+func fastOnly(name string) string {
+	text := expand("--@include fastpath.lua\n"+luaFile(name), map[string]bool{})
 	return protocolLocals(text, map[string]bool{}) + text
 }
 

@@ -1,4 +1,5 @@
--- common.lua: helpers prepended to every other script; not a script of its own.
+-- common.lua: helpers that go first in every other script (see join in
+-- scripts.go); not a script of its own.
 -- p is the namespace key prefix "{ns}:". Hold ids look like "<sid>.<n>", so the
 -- session that owns a hold (and whose lease keeps it valid) is part of its id.
 -- Every key built here starts with p and so shares the namespace hash slot.

@@ -11,6 +11,7 @@
 -- Nobody is elected during a restart grace. A caller whose lease is missing
 -- then is not told it is gone: its session may still reclaim it (heartbeat),
 -- so it is told to come back when the grace is over.
+--@include election_lib.lua
 local p, hid, k, q, c = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 local stop, grace = check_caller(p, hid, ARGV[3])
 if stop then

@@ -1,4 +1,4 @@
--- election_lib.lua: helpers for the election scripts, prepended after common.lua.
+-- election_lib.lua: included (after common.lua) by the election scripts.
 -- An election is:
 --   KEYS[1] {ns}:el:<name>     hash: hid (leader hold id), tok (last term), val (leader value), ld, free
 --   KEYS[2] {ns}:q:el:<name>   list of candidate hold ids, FIFO

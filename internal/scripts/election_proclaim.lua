@@ -3,6 +3,7 @@
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" for sharded pub/sub
 -- ARGV[4] value   ARGV[5] observer channel
 -- Returns 1 when done, 0 when the hold id does not lead (or its lease is gone).
+--@include election_lib.lua
 local p, hid, k = ARGV[1], ARGV[2], KEYS[1]
 if redis.call('HGET', k, 'hid') ~= hid or not alive(p, hid) then
   return 0

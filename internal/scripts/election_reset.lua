@@ -5,6 +5,7 @@
 -- ARGV[1] prefix {ns}:   ARGV[2] "1" for sharded pub/sub   ARGV[3] election name
 -- ARGV[4] observer channel {ns}:elw:<name>
 -- Returns the hold id that was reset, or "" when nobody led.
+--@include election_lib.lua
 local p, k, q, c = ARGV[1], KEYS[1], KEYS[2], KEYS[3]
 local cur = redis.call('HGET', k, 'hid')
 redis.call('HDEL', k, 'hid', 'ld', 'free')

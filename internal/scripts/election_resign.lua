@@ -6,6 +6,7 @@
 -- the hold id for good (see withdraw in common.lua)
 -- Returns 1 when it led and resigned, 2 when it was only a candidate, 0 when
 -- neither: idempotent.
+--@include election_lib.lua
 local p, hid, k, q, c = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 if ARGV[6] == '1' then
   withdraw(p, hid)

@@ -1,5 +1,5 @@
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
--- prepended to those scripts and to the batch scripts only (see scripts.go,
+-- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
 
 -- new_token returns the next fencing token after last (a stored token, or

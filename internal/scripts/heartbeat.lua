@@ -26,6 +26,7 @@
 -- is gone from the node that runs it, which during a move means gone from
 -- both nodes: a marker that reads as absent there only sends the client to
 -- recreate it (a probed script, which waits for the move to end).
+--@include epoch_lib.lua
 if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then
   local grace = grace_left(ARGV[2])
   if grace < 0 then

@@ -6,81 +6,31 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	_ "embed"
 )
 
 var (
-	//go:embed semaphore_lib.lua
-	semLib string
-	//go:embed semaphore_fast.lua
-	semFastLua string
-	//go:embed semaphore_acquire_batch.lua
-	semAcquireBatchLua string
-	//go:embed semaphore_release_batch.lua
-	semReleaseBatchLua string
-	//go:embed semaphore_acquire.lua
-	semAcquireLua string
-	//go:embed semaphore_release.lua
-	semReleaseLua string
-	//go:embed semaphore_setlimit.lua
-	semSetLimitLua string
-	//go:embed semaphore_stats.lua
-	semStatsLua string
-
-	//go:embed pool_lib.lua
-	poolLib string
-	//go:embed pool_core.lua
-	poolCoreLua string
-	//go:embed pool_acquire_batch.lua
-	poolAcquireBatchLua string
-	//go:embed pool_release_batch.lua
-	poolReleaseBatchLua string
-	//go:embed pool_acquire.lua
-	poolAcquireLua string
-	//go:embed pool_release.lua
-	poolReleaseLua string
-	//go:embed pool_members.lua
-	poolMembersLua string
-	//go:embed pool_stats.lua
-	poolStatsLua string
-
-	//go:embed election_lib.lua
-	elLib string
-	//go:embed election_campaign.lua
-	elCampaignLua string
-	//go:embed election_resign.lua
-	elResignLua string
-	//go:embed election_proclaim.lua
-	elProclaimLua string
-	//go:embed election_leader.lua
-	elLeaderLua string
-	//go:embed election_reset.lua
-	elResetLua string
-)
-
-var (
-	// The fast paths go before the helpers, as the batch scripts run them.
-	semAcquire      = script(semFastLua+"\n"+semAcquireLua, semLib)
-	semRelease      = script(semFastLua+"\n"+semReleaseLua, semLib)
-	semAcquireBatch = newScript(fastOnly(semFastLua+"\n"+semAcquireBatchLua), false)
-	semReleaseBatch = newScript(fastOnly(semFastLua+"\n"+semReleaseBatchLua), false)
-	semSetLimit     = script(semSetLimitLua, semLib)
-	semStats        = readOnly(semStatsLua, semLib)
+	// The fast paths go before the helpers, as the batch scripts run them
+	// (each file includes what it uses).
+	semAcquire      = script("semaphore_acquire.lua")
+	semRelease      = script("semaphore_release.lua")
+	semAcquireBatch = newScript(fastOnly("semaphore_acquire_batch.lua"), false)
+	semReleaseBatch = newScript(fastOnly("semaphore_release_batch.lua"), false)
+	semSetLimit     = script("semaphore_setlimit.lua")
+	semStats        = readOnly("semaphore_stats.lua")
 
 	// pool_core.lua goes before the helpers (see its header).
-	poolAcquire      = script(poolCoreLua+"\n"+poolAcquireLua, poolLib)
-	poolRelease      = script(poolCoreLua+"\n"+poolReleaseLua, poolLib)
-	poolMembers      = script(poolCoreLua+"\n"+poolMembersLua, poolLib)
-	poolStats        = readOnly(poolCoreLua+"\n"+poolStatsLua, poolLib)
-	poolAcquireBatch = newScript(fastOnly(poolCoreLua+"\n"+poolAcquireBatchLua), false)
-	poolReleaseBatch = newScript(fastOnly(poolCoreLua+"\n"+poolReleaseBatchLua), false)
+	poolAcquire      = script("pool_acquire.lua")
+	poolRelease      = script("pool_release.lua")
+	poolMembers      = script("pool_members.lua")
+	poolStats        = readOnly("pool_stats.lua")
+	poolAcquireBatch = newScript(fastOnly("pool_acquire_batch.lua"), false)
+	poolReleaseBatch = newScript(fastOnly("pool_release_batch.lua"), false)
 
-	elCampaign = script(elCampaignLua, elLib)
-	elResign   = script(elResignLua, elLib)
-	elProclaim = script(elProclaimLua, elLib)
-	elLeader   = readOnly(elLeaderLua)
-	elReset    = script(elResetLua, elLib)
+	elCampaign = script("election_campaign.lua")
+	elResign   = script("election_resign.lua")
+	elProclaim = script("election_proclaim.lua")
+	elLeader   = readOnly("election_leader.lua")
+	elReset    = script("election_reset.lua")
 )
 
 func (e Env) semKeys(name string) []string {

@@ -2,8 +2,7 @@
 -- acquire attempts of one session at once (see batch.go): one call, one
 -- read of the caller's lease and at most one TIME for all of them
 -- (new_token, fastpath.lua), where each attempt alone would pay its own.
--- The fast path is spelled out again here, as in mutex_acquire.lua, for
--- speed; TestBatchScriptsMatchSingle keeps the two alike.
+-- The fast path is mutex_acquire_fast.lua, as in mutex_acquire.lua.
 -- KEYS[1] the caller's lease {ns}:s:<sid>   KEYS[2..n+1] the mutexes
 -- {ns}:m:<name>, one per attempt (two attempts may name the same mutex:
 -- they run in order, as two calls of mutex_acquire.lua would)
@@ -37,52 +36,12 @@ local held, tail = string.sub(opts, 1, bar - 1), string.sub(opts, bar)
 local p = string.match(KEYS[2], '^{[^}]*}:')
 
 for i = 1, n do
-  local a, m = ARGV[i + 1], KEYS[i + 1]
-  local hid = string.sub(a, 2)
-  local r = {R_SLOW}
-  local v = not lease[i + 1] and redis.pcall('GET', m) -- an error (an older layout's hash) is slow
-  if v == false and not lease[i + 1] then
-    -- No mutex and no queue left (see mutex_acquire.lua): grant.
-    if redis.call('EXISTS', p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)) == 0 then
-      local tok, tn = new_token(false)
-      redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
-      r = {R_GRANTED, tn}
-    end
-  elseif type(v) == 'string' then
-    local e = string.find(v, '|', 1, true)
-    if e == 1 and string.sub(v, -2) == '||' then
-      -- Free, no lock delay, nobody waiting: grant, as mutex_acquire.lua.
-      local last = string.sub(v, 2, string.find(v, '|', 2, true) - 1)
-      if last ~= '' then
-        local tok, tn = new_token(last)
-        redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
-        r = {R_GRANTED, tn}
-      end
-    else
-      local holder = string.sub(v, 1, e - 1)
-      if holder ~= '' and holder ~= hid then
-        local wait = redis.call('PTTL', p .. K_LEASE .. string.match(holder, '^([^.]+)%.'))
-        if wait > 0 then
-          if string.sub(a, 1, 1) ~= '1' then
-            r = {R_BUSY, wait, -1}
-          else
-            local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
-            local pos = redis.call('LPOS', q, hid)
-            if not pos then
-              pos = redis.call('RPUSH', q, hid) - 1
-              if pos == 0 then
-                redis.call('PEXPIRE', q, held)
-              end
-              if string.sub(v, -1) == '|' then
-                redis.call('SET', m, v .. '1', 'KEEPTTL')
-              end
-            end
-            r = {R_BUSY, wait, pos}
-          end
-        end
-      end
-    end
+  local aq, m = ARGV[i + 1], KEYS[i + 1]
+  local hid = string.sub(aq, 2)
+  local r
+  if not lease[i + 1] then
+    --@include mutex_acquire_fast.lua
   end
-  out[i] = r
+  out[i] = r or {R_SLOW}
 end
 return out

@@ -1,25 +1,8 @@
--- mutex_lib.lua: the mutex's state, prepended (after common.lua) to the
+-- mutex_lib.lua: the mutex's state, included (after common.lua) by the
 -- scripts that read or write a mutex.
 --
--- A mutex is one string key {ns}:m:<name>, not a hash, so that a grant is a
--- single SET (which also drops an idle expiry) and a release a single SET
--- with PX: "<hid>|<tok>|<ld>|<i>|<free>|<w>", fields empty when unset:
---   hid   the holder's hold id
---   tok   the last token granted
---   ld    the holder's lock delay (ms), copied at the grant
---   i     how long the mutex is kept once idle (ms; twice the TTL of the
---         session it was last granted to, see common.lua idle_ms)
---   free  the end (server ms) of a lock delay started by a lost holder
---   w     "1" while the queue {ns}:q:m:<name> may hold an entry: set by the
---         script that queues, cleared by the first write that finds the
---         queue empty; the fast paths trust it instead of asking LLEN
--- The key always expires: a grant keeps it held_ms (see common.lua), and
--- the holder's heartbeat keeps it while held; writes that do not grant keep
--- its expiry while it has a holder, and once it has none it is kept 'i' ms
--- (and at least until a lock delay ends) after each write, waiters'
--- heartbeats keeping it while they wait (see m_save).
--- The fast paths of mutex_acquire.lua and mutex_release.lua parse and build
--- the same string inline (they run before these helpers exist).
+-- The mutex string and its codec: see mutex_value.lua.
+--@include mutex_value.lua
 
 -- m_load reads mutex m. A hash there is a mutex written by a leasehold
 -- release before this layout: it is read field by field and replaced by
@@ -34,11 +17,9 @@ local function m_load(m)
   if not v then
     return {}
   end
-  local hid, tok, ld, i, free, w = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
-  local function f(x)
-    return x ~= '' and x
-  end
-  return {exists = true, hid = f(hid), tok = f(tok), ld = f(ld), i = f(i), free = f(free), w = w == '1'}
+  local st = m_decode(v)
+  st.exists = true
+  return st
 end
 
 -- m_save writes state st to mutex m (queue q). A grant (st.held, set by
@@ -50,8 +31,7 @@ local function m_save(m, q, st)
   if st.w and redis.call('LLEN', q) == 0 then
     st.w = false
   end
-  local v = (st.hid or '') .. '|' .. (st.tok or '') .. '|' .. (st.ld or '') .. '|' .. (st.i or '') .. '|' ..
-    (st.free or '') .. '|' .. (st.w and '1' or '')
+  local v = m_encode(st)
   if st.held then
     redis.call('SET', m, v, 'PX', string.format('%.0f', st.held))
     return

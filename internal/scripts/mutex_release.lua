@@ -13,45 +13,19 @@
 local hid, m = ARGV[1], KEYS[1]
 local withdrawing = string.sub(ARGV[2], 2, 2) == '1'
 
--- Fast paths, before the helpers exist (see scripts.go): a plain release
--- with nobody waiting, or with a live first waiter to hand over to. The
--- mutex string is parsed and built inline (see mutex_lib.lua).
-local v = not withdrawing and redis.pcall('GET', m) -- an error (an older layout's hash) takes the full path
-if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
-  -- Held by hid. rest is "|<tok>|<ld>|<i>|<free>|<w>": read with plain
-  -- finds and one anchored match, as this runs on every release.
-  local rest = string.sub(v, #hid + 1)
-  local tail = string.sub(rest, -2)
-  if tail == '||' then
-    -- No lock delay, nobody waits: idle now, kept 'i' ms (see common.lua).
-    local i = string.match(rest, '^|[^|]*|[^|]*|(%d+)||$')
-    if i then
-      redis.call('SET', m, rest, 'PX', i)
-      return REL_FREED
-    end
-  elseif tail == '|1' then
-    -- Waiters, no lock delay. The releaser's lease says no restart grace is
-    -- pending (see check_caller); the first waiter's lease exists (it
-    -- always has 'ld'). Then hand over as m_handoff would.
-    local p = string.match(m, '^{[^}]*}:')
-    local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
-    local nxt = redis.call('HGET', p .. K_LEASE .. string.match(hid, '^([^.]+)%.'), 'g') == '0' and redis.call('LINDEX', q, 0)
-    if nxt then
-      local sid = string.match(nxt, '^([^.]+)%.')
-      local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
-      if l[1] then
-        redis.call('LPOP', q)
-        local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
-        redis.call('SET', m, nxt .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
-        local msg = 'g|' .. nxt .. '|' .. tok .. '|' .. string.sub(m, #p + 3)
-        redis.call(string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
-        return REL_FREED
-      end
-    end
+-- The fast paths, before the helpers exist (see scripts.go): see
+-- mutex_release_fast.lua.
+if not withdrawing then
+  local r, p, g
+  local sh = ARGV[2]
+  --@include mutex_release_fast.lua
+  if r then
+    return r
   end
 end
 
 --@helpers
+--@include mutex_lib.lua
 local p = prefix_of(m)
 local sharded, name = string.sub(ARGV[2], 1, 1), string.sub(m, #p + 3)
 local q = p .. K_QUEUE .. 'm:' .. name

@@ -1,8 +1,7 @@
 -- mutex_release_batch.lua: the fast paths of mutex_release.lua for several
 -- releases of one session at once (see batch.go): one call, and at most
 -- one read of the releasing session's lease and one TIME for all of them.
--- The fast paths are spelled out again here, as in mutex_release.lua, for
--- speed; TestBatchScriptsMatchSingle keeps the two alike.
+-- The fast paths are mutex_release_fast.lua, as in mutex_release.lua.
 -- KEYS[1..n] the mutexes {ns}:m:<name>, one per release
 -- ARGV[1] "<sharded>": "1" for sharded pub/sub   ARGV[2..n+1] the hold ids,
 -- all of one session
@@ -14,43 +13,11 @@
 local n = #ARGV - 1
 local out = {}
 local p, g
+local sh = ARGV[1]
 for i = 1, n do
   local hid, m = ARGV[i + 1], KEYS[i]
-  local r = R_SLOW
-  local v = redis.pcall('GET', m) -- an error (an older layout's hash) is slow
-  if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
-    local rest = string.sub(v, #hid + 1)
-    local tail = string.sub(rest, -2)
-    if tail == '||' then
-      -- Nobody waits, no lock delay: idle now, kept 'i' ms.
-      local idle = string.match(rest, '^|[^|]*|[^|]*|(%d+)||$')
-      if idle then
-        redis.call('SET', m, rest, 'PX', idle)
-        r = REL_FREED
-      end
-    elseif tail == '|1' then
-      -- Waiters: hand over to a live first one, as mutex_release.lua does,
-      -- when the releasing session's lease says no grace is pending.
-      p = p or string.match(m, '^{[^}]*}:')
-      if g == nil then
-        g = redis.call('HGET', p .. K_LEASE .. string.match(hid, '^([^.]+)%.'), 'g') == '0'
-      end
-      local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
-      local nxt = g and redis.call('LINDEX', q, 0)
-      if nxt then
-        local sid = string.match(nxt, '^([^.]+)%.')
-        local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
-        if l[1] then
-          redis.call('LPOP', q)
-          local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
-          redis.call('SET', m, nxt .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
-          local msg = 'g|' .. nxt .. '|' .. tok .. '|' .. string.sub(m, #p + 3)
-          redis.call(ARGV[1] == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
-          r = REL_FREED
-        end
-      end
-    end
-  end
-  out[i] = r
+  local r
+  --@include mutex_release_fast.lua
+  out[i] = r or R_SLOW
 end
 return out

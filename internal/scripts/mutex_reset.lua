@@ -3,6 +3,7 @@
 -- KEYS[1] mutex {ns}:m:<name>   KEYS[2] queue {ns}:q:m:<name>
 -- ARGV[1] prefix {ns}:   ARGV[2] "1" for sharded pub/sub   ARGV[3] mutex name
 -- Returns the hold id that was reset, or "" when the mutex was free.
+--@include mutex_lib.lua
 local p, m, q = ARGV[1], KEYS[1], KEYS[2]
 local st = m_load(m)
 local cur = st.hid

@@ -11,6 +11,7 @@
 -- gone; {-3} when the member wanted is not in the pool (the caller's queue
 -- entry for it, if any, is dropped); {-5} when the epoch marker is missing
 -- (see common.lua).
+--@include pool_core.lua
 local p, hid, q, b, want = ARGV[1], ARGV[2], KEYS[1], ARGV[6], ARGV[7]
 
 -- Fast path, before the helpers exist (see scripts.go): see
@@ -24,6 +25,7 @@ if lease[1] == '0' and not lease[2] then
 end
 
 --@helpers
+--@include pool_lib.lua
 local stop, grace = check_caller(p, hid, ARGV[3])
 if stop then
   return stop

@@ -11,6 +11,7 @@
 -- withdrawn hold id, or anything pool_acquire_fast leaves to the full
 -- path): the client then sends pool_acquire.lua for that one alone. An
 -- attempt answered {R_SLOW} changed nothing.
+--@include pool_core.lua
 local n = #ARGV / 3
 local fields = {'g', 'ld'}
 for i = 1, n do

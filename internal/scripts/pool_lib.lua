@@ -1,4 +1,4 @@
--- pool_lib.lua: helpers for the pool scripts, prepended after common.lua.
+-- pool_lib.lua: helpers for the pool scripts, included after common.lua.
 -- A pool is these keys (b = "{ns}:pool:<name>:"):
 --   free   b.."f"        zset: free member -> release order: 0 for members
 --                        never used, else max(server time in µs, highest score

@@ -12,7 +12,9 @@
 -- waiters for a removed member are dropped and told to re-check (they then
 -- fail with ErrNotMember).
 -- Returns {added, removed}.
+--@include pool_core.lua
 --@helpers
+--@include pool_lib.lua
 local p, q, b, op = ARGV[1], KEYS[1], ARGV[4], ARGV[5]
 local function remove(k)
   local h = redis.call('HGET', b .. 'h', k)

@@ -7,6 +7,7 @@
 -- the fast path does not cover (not held, waiters to serve): the client
 -- then sends pool_release.lua for that one alone. A release answered
 -- R_SLOW changed nothing.
+--@include pool_core.lua
 local out = {}
 for i = 1, #KEYS do
   out[i] = pool_release_fast(KEYS[i], ARGV[2 * i], ARGV[2 * i - 1]) or R_SLOW

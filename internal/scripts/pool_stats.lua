@@ -6,7 +6,9 @@
 -- running, or to start when a reap notices the loss ("~ld" in the lost
 -- session's index). Those are reported as held by the lost hold id, with
 -- owner "" (the lease that recorded it is gone): not free, not granted.
+--@include pool_core.lua
 --@helpers
+--@include pool_lib.lua
 local p, q, b = ARGV[1], KEYS[1], ARGV[2]
 local out = {0}
 for _, e in ipairs(redis.call('LRANGE', q, 0, -1)) do

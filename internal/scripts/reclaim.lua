@@ -16,6 +16,10 @@
 -- local deadline or is gone, so a reclaim can only meet another reclaim of
 -- the same resource if two sessions both believed they held it (a Reset
 -- racing the crash); the second one then loses its hold.
+--@include mutex_lib.lua
+--@include semaphore_lib.lua
+--@include rwmutex_lib.lua
+--@include epoch_lib.lua
 local p = ARGV[1]
 if redis.call('PEXPIRE', KEYS[1], ARGV[3]) == 1 then
   return {RECLAIM_NONE}

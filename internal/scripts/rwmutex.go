@@ -2,29 +2,15 @@ package scripts
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"time"
 )
 
 var (
-	//go:embed rwmutex_lib.lua
-	rwLib string
-	//go:embed rwmutex_acquire.lua
-	rwAcquireLua string
-	//go:embed rwmutex_release.lua
-	rwReleaseLua string
-	//go:embed rwmutex_reset.lua
-	rwResetLua string
-	//go:embed rwmutex_inspect.lua
-	rwInspectLua string
-)
-
-var (
-	rwAcquire = script(rwAcquireLua, rwLib)
-	rwRelease = script(rwReleaseLua, rwLib)
-	rwReset   = script(rwResetLua, rwLib)
-	rwInspect = readOnly(rwInspectLua)
+	rwAcquire = script("rwmutex_acquire.lua")
+	rwRelease = script("rwmutex_release.lua")
+	rwReset   = script("rwmutex_reset.lua")
+	rwInspect = readOnly("rwmutex_inspect.lua")
 )
 
 func (e Env) rwKeys(name string) []string {

@@ -89,6 +89,7 @@ if lease[1] == '0' and not lease[2] then
 end
 
 --@helpers
+--@include rwmutex_lib.lua
 local queue, sharded = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
 local p = prefix_of(k)
 local name = string.sub(k, #p + 4)

@@ -1,5 +1,5 @@
--- rwmutex_lib.lua: helpers for the read-write mutex scripts, prepended after
--- common.lua (and to reclaim.lua). A read-write mutex is three keys:
+-- rwmutex_lib.lua: helpers for the read-write mutex scripts, included after
+-- common.lua (and by reclaim.lua). A read-write mutex is three keys:
 --   k  {ns}:rw:<name>     hash: w (writer hold id), wld (the writer's lock
 --                         delay, ms), tok (last token), i (idle ms), free (end
 --                         of a lock delay that keeps everyone out, ms), wfree

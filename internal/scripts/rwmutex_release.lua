@@ -121,6 +121,7 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
 end
 
 --@helpers
+--@include rwmutex_lib.lua
 local sharded = string.sub(ARGV[2], 1, 1)
 local p = prefix_of(k)
 local name = string.sub(k, #p + 4)

@@ -5,6 +5,7 @@
 -- KEYS[3] queue {ns}:q:rw:<name>
 -- ARGV[1] "1" for sharded pub/sub
 -- Returns the number of live holds taken away.
+--@include rwmutex_lib.lua
 local k, r, q, sharded = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local p = prefix_of(k)
 local name = string.sub(k, #p + 4)

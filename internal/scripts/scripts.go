@@ -2,12 +2,22 @@
 // run them. Callers never see raw replies.
 //
 // Each script lives in its own <name>.lua file with a header naming its KEYS,
-// ARGV and reply. common.lua holds helpers that are prepended to every script
-// at init, or inserted at a line "--@helpers" when the script has one: code
-// above that line runs before the helpers exist, which makes a fast path
-// cheaper (every helper is a closure Redis creates on every call); such a
-// script gets the few helpers of fastpath.lua first. No script text is ever
-// built from input, every varying value goes through KEYS or ARGV.
+// ARGV and reply. A file names the files it uses with a line
+// "--@include <file>.lua", which join replaces by that file's text at init
+// (recursively, indented as the line; a file goes into a script at most
+// once, a later line naming it is dropped; a name that is no file panics).
+// common.lua holds helpers that go first in every script, or at a line
+// "--@helpers" when the script has one: code above that line runs before
+// the helpers exist, which makes a fast path cheaper (every helper is a
+// closure Redis creates on every call); such a script gets the few helpers
+// of fastpath.lua first, as do the batch scripts, which are all fast path
+// (fastOnly). Code shared by a fast path and a batch script is either
+// functions that go above "--@helpers" (semaphore_fast.lua, pool_core.lua)
+// or, where a call would cost the hot path, statement text included where
+// it runs: the single script's top level, the batch script's loop
+// (mutex_acquire_fast.lua, mutex_release_fast.lua). testdata/assembled holds every script as Redis
+// runs it (TestGolden). No script text is ever built from input, every
+// varying value goes through KEYS or ARGV.
 //
 // Validity model: a hold is valid while the resource records its hold id and
 // the lease of the session in that id exists. Only the lease has a TTL, so
@@ -17,7 +27,6 @@ package scripts
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,72 +40,46 @@ import (
 	"github.com/leasehold/leasehold/internal/conn"
 )
 
-var (
-	//go:embed common.lua
-	common string
-	//go:embed fastpath.lua
-	fastpath string
-	//go:embed session_open.lua
-	sessionOpenLua string
-	//go:embed heartbeat.lua
-	heartbeatLua string
-	//go:embed session_close.lua
-	sessionCloseLua string
-	//go:embed mutex_acquire.lua
-	mutexAcquireLua string
-	//go:embed mutex_release.lua
-	mutexReleaseLua string
-	//go:embed mutex_reset.lua
-	mutexResetLua string
-	//go:embed mutex_inspect.lua
-	mutexInspectLua string
-	//go:embed mutex_lib.lua
-	mutexLib string
-	//go:embed epoch_init.lua
-	epochInitLua string
-	//go:embed reclaim.lua
-	reclaimLua string
-	//go:embed epoch_lib.lua
-	epochLib string
-	//go:embed verify.lua
-	verifyLua string
-)
-
-// script prepends common.lua and the given libraries to body, or inserts
-// them at body's "--@helpers" line.
-func script(body string, libs ...string) *Script {
-	return newScript(join(body, libs), false)
+// script builds the script of Lua file name (see join).
+func script(name string) *Script {
+	return newScript(join(luaFile(name)), false)
 }
 
-func readOnly(body string, libs ...string) *Script {
-	return newScript(join(body, libs), true)
+// readOnly is script for a script that only reads (EVALSHA_RO).
+func readOnly(name string) *Script {
+	return newScript(join(luaFile(name)), true)
 }
 
 // helpersMark is the line of a script where the helpers go.
 const helpersMark = "\n--@helpers\n"
 
-func join(body string, libs []string) string {
-	helpers := common + "\n" + strings.Join(libs, "\n") + "\n"
-	declared := map[string]bool{}
+// join assembles the text Redis runs from a script's file, body: common.lua
+// first, or, when body has a "--@helpers" line, fastpath.lua first and
+// common.lua at that line; then the include directives resolved (see
+// expand), and each part preceded by the protocol names it uses (see
+// protocolLocals).
+func join(body string) string {
+	seen, declared := map[string]bool{}, map[string]bool{}
 	if before, after, ok := strings.Cut(body, helpersMark); ok {
-		fast, rest := fastpath+"\n"+before+"\n", helpers+after
+		fast := expand("--@include fastpath.lua\n"+before+"\n", seen)
+		rest := expand("--@include common.lua\n"+after, seen)
 		return protocolLocals(fast, declared) + fast + protocolLocals(rest, declared) + rest
 	}
-	all := helpers + body
+	all := expand("--@include common.lua\n"+body, seen)
 	return protocolLocals(all, declared) + all
 }
 
 var (
-	sessionOpen  = script(sessionOpenLua, epochLib)
-	heartbeat    = unprobed(script(heartbeatLua, epochLib))
-	sessionClose = script(sessionCloseLua)
-	mutexAcquire = script(mutexAcquireLua, mutexLib)
-	mutexRelease = script(mutexReleaseLua, mutexLib)
-	mutexReset   = script(mutexResetLua, mutexLib)
-	mutexInspect = readOnly(mutexInspectLua)
-	epochInit    = script(epochInitLua)
-	reclaim      = script(reclaimLua, mutexLib, semLib, rwLib, epochLib)
-	verify       = script(verifyLua, mutexLib)
+	sessionOpen  = script("session_open.lua")
+	heartbeat    = unprobed(script("heartbeat.lua"))
+	sessionClose = script("session_close.lua")
+	mutexAcquire = script("mutex_acquire.lua")
+	mutexRelease = script("mutex_release.lua")
+	mutexReset   = script("mutex_reset.lua")
+	mutexInspect = readOnly("mutex_inspect.lua")
+	epochInit    = script("epoch_init.lua")
+	reclaim      = script("reclaim.lua")
+	verify       = script("verify.lua")
 )
 
 // Errors the scripts report; the primitives re-export them under their names.

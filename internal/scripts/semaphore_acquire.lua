@@ -13,6 +13,7 @@
 -- limit (a queued caller is then withdrawn): the caller holds and
 -- waits for nothing after -2; {-5} when the epoch marker is missing (see
 -- common.lua).
+--@include semaphore_fast.lua
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 
 -- Fast path, before the helpers exist (see scripts.go): see
@@ -27,6 +28,7 @@ if lease[1] == '0' and not lease[2] then
 end
 
 --@helpers
+--@include semaphore_lib.lua
 local stop, grace = check_caller(p, hid, ARGV[3])
 if stop then
   return stop

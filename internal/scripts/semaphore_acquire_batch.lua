@@ -11,6 +11,7 @@
 -- withdrawn hold id, or anything sem_acquire_fast leaves to the full
 -- path): the client then sends semaphore_acquire.lua for that one alone.
 -- An attempt answered {R_SLOW} changed nothing.
+--@include semaphore_fast.lua
 local n = #ARGV / 3
 local fields = {'g', 'ttl', 'ld'}
 for i = 1, n do

@@ -1,6 +1,6 @@
 -- semaphore_fast.lua: the fast paths of semaphore_acquire.lua and
--- semaphore_release.lua, prepended to them before their helpers (see
--- scripts.go) and to their batch scripts (see batch.go), which run them
+-- semaphore_release.lua, included by them before their helpers (see
+-- scripts.go) and by their batch scripts (see batch.go), which run them
 -- for several calls of one session at once. Each returns a reply, or nil
 -- when the full path must decide; nil means nothing was changed.
 

@@ -1,4 +1,4 @@
--- semaphore_lib.lua: helpers for the semaphore scripts, prepended after common.lua.
+-- semaphore_lib.lua: helpers for the semaphore scripts, included after common.lua.
 -- A semaphore is three keys:
 --   meta    {ns}:sem:<name>     hash: limit, used (permits of recorded holders and of
 --                               running lock delays), tok (last token), i (idle expiry ms),

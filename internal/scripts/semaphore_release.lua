@@ -6,6 +6,7 @@
 -- for good (see withdraw in common.lua)
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when neither: idempotent.
+--@include semaphore_fast.lua
 local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 
 -- Fast path, before the helpers exist (see scripts.go): see
@@ -18,6 +19,7 @@ if ARGV[6] ~= '1' then
 end
 
 --@helpers
+--@include semaphore_lib.lua
 if ARGV[6] == '1' then
   withdraw(p, hid)
 end

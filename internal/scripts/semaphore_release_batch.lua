@@ -8,6 +8,7 @@
 -- the fast path does not cover (not held, waiters to serve, a lock delay
 -- running): the client then sends semaphore_release.lua for that one
 -- alone. A release answered R_SLOW changed nothing.
+--@include semaphore_fast.lua
 local out = {}
 for i = 1, #ARGV / 2 do
   out[i] = sem_release_fast(KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i], ARGV[2 * i - 1], ARGV[2 * i]) or R_SLOW

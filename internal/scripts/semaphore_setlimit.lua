@@ -7,6 +7,7 @@
 -- ARGV[1] prefix {ns}:   ARGV[2] "1" for sharded pub/sub   ARGV[3] name
 -- ARGV[4] limit, or "0" to clear   ARGV[5] idle expiry ms, used when no grant recorded one
 -- Returns the previous limit, or 0 when none was stored.
+--@include semaphore_lib.lua
 local prev = tonumber(redis.call('HGET', KEYS[1], 'limit') or '0')
 if ARGV[4] == '0' then
   if prev == 0 then

@@ -5,6 +5,7 @@
 -- hid1, n1, token1, owner1, pttl1, hid2, ...} over the live holders only:
 -- neither dead holders nor the permits of a lock delay (meta's field delay,
 -- see semaphore_lib.lua) are listed, though the latter are not free.
+--@include semaphore_lib.lua
 local p = ARGV[1]
 local m = redis.call('HMGET', KEYS[1], 'limit', 'set')
 local out = {tonumber(m[1] or '0'), 0, m[2] and 1 or 0}

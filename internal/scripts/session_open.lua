@@ -12,6 +12,7 @@
 -- The namespace's grace is the one recorded in the epoch marker; a marker
 -- without one (marked intact by a test or an example) gets this session's.
 -- Field 'g' is "0" when no restart grace was pending (see check_caller).
+--@include epoch_lib.lua
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {OPEN_TAKEN}
 end

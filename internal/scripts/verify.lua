@@ -12,6 +12,7 @@
 -- held; rwmutex: "r" for a read hold, "w" for a write one)
 -- Returns {hold ids not recorded...}; every hold is unrecorded when the
 -- lease is gone (the heartbeat reports that on its own).
+--@include mutex_lib.lua
 local p = ARGV[1]
 local alive = redis.call('EXISTS', KEYS[1]) == 1
 local lost = {}

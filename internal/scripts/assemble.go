@@ -1,0 +1,52 @@
+package scripts
+
+import (
+	"embed"
+	"regexp"
+	"strings"
+)
+
+// luaFiles are the Lua files of this package, by name ("mutex_lib.lua").
+//
+//go:embed *.lua
+var luaFiles embed.FS
+
+// luaFile returns the text of the embedded Lua file name; an unknown name
+// is a bug in a script, found at init.
+func luaFile(name string) string {
+	b, err := luaFiles.ReadFile(name)
+	if err != nil {
+		panic("scripts: no Lua file " + name)
+	}
+	return string(b)
+}
+
+// includeLine matches an include directive: a line "--@include <file>.lua",
+// indented or not.
+var includeLine = regexp.MustCompile(`(?m)^([ \t]*)--@include[ \t]+(\S+)[ \t]*$`)
+
+// expand returns text with each include directive replaced by the named
+// file's text, itself expanded, and indented as the directive is. A file
+// goes into a script at most once (seen records those in it already): a
+// later directive naming it is dropped, so that libraries may include
+// what they use without defining it twice. The line "--@helpers" (see
+// join) belongs to a script's own file, never to one it includes.
+func expand(text string, seen map[string]bool) string {
+	return includeLine.ReplaceAllStringFunc(text, func(line string) string {
+		m := includeLine.FindStringSubmatch(line)
+		indent, name := m[1], m[2]
+		if seen[name] {
+			return indent + "-- (" + name + " is above)"
+		}
+		seen[name] = true
+		inc := luaFile(name)
+		if strings.Contains(inc, helpersMark) {
+			panic("scripts: " + name + " has a --@helpers line but is included")
+		}
+		inc = strings.TrimSuffix(expand(inc, seen), "\n")
+		if indent != "" {
+			inc = indent + strings.ReplaceAll(inc, "\n", "\n"+indent)
+		}
+		return inc
+	})
+}

@@ -1,0 +1,123 @@
+package scripts
+
+import (
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/assembled from the scripts")
+
+// TestGolden: testdata/assembled/<name> holds, for every script of the
+// registry, the exact text Redis runs (includes resolved, helpers and
+// protocol locals in place), so that a change to a shared file shows in
+// every script it reaches. go test ./internal/scripts -run Golden -update
+// rewrites them.
+func TestGolden(t *testing.T) {
+	dir := filepath.Join("testdata", "assembled")
+	if *update {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, s := range registry {
+		path := filepath.Join(dir, name)
+		if *update {
+			if err := os.WriteFile(path, []byte(s.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("%s: %v (go test ./internal/scripts -run Golden -update writes it)", name, err)
+			continue
+		}
+		if string(want) != s.text {
+			t.Errorf("%s: the assembled script differs from %s (go test ./internal/scripts -run Golden -update rewrites it, then review the diff)", name, path)
+		}
+	}
+	// No file left of a script that is gone.
+	files, err := filepath.Glob(filepath.Join(dir, "*.lua"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if registry[filepath.Base(f)] == nil {
+			t.Errorf("%s: no script of that name in the registry", f)
+		}
+	}
+}
+
+// TestRegistryHasEveryScript: every Lua file that is a script of its own
+// (not a file that others include) is in the registry.
+func TestRegistryHasEveryScript(t *testing.T) {
+	files, err := fs.Glob(luaFiles, "*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	included := map[string]bool{"common.lua": true, "fastpath.lua": true}
+	for _, f := range files {
+		for _, m := range includeLine.FindAllStringSubmatch(luaFile(f), -1) {
+			included[m[2]] = true
+		}
+	}
+	for _, f := range files {
+		if !included[f] && registry[f] == nil {
+			t.Errorf("%s is neither included nor in the registry", f)
+		}
+		if included[f] && registry[f] != nil {
+			t.Errorf("%s is both included and a script", f)
+		}
+	}
+}
+
+// TestInclude: an include directive is replaced by the file, indented as
+// the directive, at most once per script; an unknown file panics.
+func TestInclude(t *testing.T) {
+	seen := map[string]bool{}
+	got := expand("a\n  --@include session_close.lua\n--@include session_close.lua\nb\n", seen)
+	body := strings.TrimSuffix(luaFile("session_close.lua"), "\n")
+	want := "a\n  " + strings.ReplaceAll(body, "\n", "\n  ") + "\n-- (session_close.lua is above)\nb\n"
+	if got != want {
+		t.Errorf("expand:\n%s\nwant:\n%s", got, want)
+	}
+	if !slices.Equal(keys(seen), []string{"session_close.lua"}) {
+		t.Errorf("seen = %v", seen)
+	}
+	for _, text := range []string{"--@include nope.lua\n", "x\n  --@include nope.lua\n"} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(r.(string), "nope.lua") {
+					t.Errorf("expand(%q) panicked with %v, want a panic naming nope.lua", text, r)
+				}
+			}()
+			expand(text, map[string]bool{})
+		}()
+	}
+	// A script built from a file naming an unknown include panics at init.
+	func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Error("join of a file including an unknown one did not panic")
+			}
+		}()
+		join("return 1\n--@include missing.lua\n")
+	}()
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,80 @@
+-- mutex_acquire_fast.lua: the fast path of a mutex acquire attempt, as
+-- statement text (no function: every function is a closure Redis creates
+-- on every call, see scripts.go), included where it runs: by
+-- mutex_acquire.lua before its helpers, and by mutex_acquire_batch.lua in
+-- its loop over the attempts. It reads the mutex string (see
+-- mutex_value.lua) with anchored matches, as it runs on every lock.
+-- The includer has checked the caller's lease: it exists with no grace
+-- pending (g = "0", see check_caller) and hid is not withdrawn. It sets
+-- m (the mutex key), hid and aq (a string whose first character is "1"
+-- to queue when busy), and declares r, p (the prefix, or nil), held and
+-- tail (held_ms and "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them
+-- from its ARGV[2] when needed).
+-- It sets r to the reply (as mutex_acquire.lua's), and leaves r nil,
+-- having changed nothing, for what the full path must decide: a holder
+-- whose lease is gone, a lock delay, waiters before the caller, a queue
+-- left without its mutex, a retried grant, a hash of an older layout.
+local v = redis.pcall('GET', m) -- an error (a hash of an older layout) takes the full path
+local last
+if not v then
+  -- No mutex: never used, or expired, which a held mutex or a running
+  -- lock delay never is (see mutex_value.lua). Grant, with a token from
+  -- the clock alone (see common.lua idle_ms), unless a queue is left: a
+  -- queue can outlive its mutex (a lock delay keeps the mutex only until
+  -- it ends, which a waiter's heartbeat may not renew in time), and the
+  -- full path serves its live waiters first.
+  p = p or string.match(m, '^{[^}]*}:')
+  if redis.call('EXISTS', p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)) == 0 then
+    last = false
+  end
+elseif type(v) == 'string' then
+  -- No holder, no lock delay running, nobody waiting: grant, if the mutex
+  -- has a token. (Anchored matches: each string function called costs
+  -- Redis about 1k instructions, more than a short match.)
+  last = string.match(v, '^|(%d+)|%d*|%d*||$')
+  if not last then
+    local holder, sid = string.match(v, '^(([^.|]+)%.[^|]*)|')
+    if holder and holder ~= hid then
+      -- Held by a live session: busy, the same reply as busy() in
+      -- common.lua. (sid_of and prefix_of spelled out: as helpers in
+      -- fastpath.lua they cost each lock+release 3k more Redis
+      -- instructions, measured with callgrind.)
+      p = p or string.match(m, '^{[^}]*}:')
+      local wait = redis.call('PTTL', p .. K_LEASE .. sid)
+      if wait > 0 then
+        if string.sub(aq, 1, 1) ~= '1' then
+          r = {R_BUSY, wait, -1}
+        else
+          local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
+          local pos = redis.call('LPOS', q, hid)
+          if not pos then
+            pos = redis.call('RPUSH', q, hid) - 1
+            if pos == 0 then
+              -- A new queue expires unless its waiters' heartbeats keep it.
+              if not held then
+                held = string.sub(ARGV[2], 3, string.find(ARGV[2], '|', 3, true) - 1)
+              end
+              redis.call('PEXPIRE', q, held)
+            end
+            if string.sub(v, -1) == '|' then
+              redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_value.lua)
+            end
+          end
+          r = {R_BUSY, wait, pos}
+        end
+      end
+    end
+  end
+end
+if last ~= nil then
+  -- Grant: the mutex string of a new holder, kept held_ms (see
+  -- common.lua; the holder's heartbeat keeps it). SET also drops the
+  -- expiry of an idle mutex.
+  if not tail then
+    local bar = string.find(ARGV[2], '|', 3, true)
+    held, tail = string.sub(ARGV[2], 3, bar - 1), string.sub(ARGV[2], bar)
+  end
+  local tok, n = new_token(last)
+  redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
+  r = {R_GRANTED, n}
+end

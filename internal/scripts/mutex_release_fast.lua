@@ -1,0 +1,51 @@
+-- mutex_release_fast.lua: the fast paths of a mutex release, as statement
+-- text (see mutex_acquire_fast.lua), included by mutex_release.lua before
+-- its helpers and by mutex_release_batch.lua in its loop over the
+-- releases: a release with nobody waiting, and one that hands the mutex
+-- to a live first waiter. It reads and builds the mutex string (see
+-- mutex_value.lua) with anchored matches, as it runs on every release.
+-- The includer sets m (the mutex key), hid and sh (a string whose first
+-- character is "1" for sharded pub/sub), and declares r, p (the prefix,
+-- or nil) and g (whether the releasing session's lease says no restart
+-- grace is pending, see check_caller; nil until read).
+-- It sets r to REL_FREED when it released, and leaves r nil, having
+-- changed nothing, for what the full path must decide: not held by hid, a
+-- lock delay, a dead first waiter, a restart grace, a hash of an older
+-- layout.
+local v = redis.pcall('GET', m) -- an error (an older layout's hash) takes the full path
+if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
+  -- Held by hid. rest is "|<tok>|<ld>|<i>|<free>|<w>".
+  local rest = string.sub(v, #hid + 1)
+  local last2 = string.sub(rest, -2)
+  if last2 == '||' then
+    -- No lock delay, nobody waits: idle now, kept 'i' ms (see common.lua).
+    local i = string.match(rest, '^|%d+|%d*|(%d+)||$')
+    if i then
+      redis.call('SET', m, rest, 'PX', i)
+      r = REL_FREED
+    end
+  elseif last2 == '|1' then
+    -- Waiters, no lock delay: when no restart grace is pending and the
+    -- first waiter's lease exists (it always has 'ld'), hand over as
+    -- m_handoff would.
+    p = p or string.match(m, '^{[^}]*}:')
+    if g == nil then
+      g = redis.call('HGET', p .. K_LEASE .. string.match(hid, '^([^.]+)%.'), 'g') == '0'
+    end
+    local name = string.sub(m, #p + 3)
+    local q = p .. K_QUEUE .. 'm:' .. name
+    local nxt = g and redis.call('LINDEX', q, 0)
+    if nxt then
+      local sid = string.match(nxt, '^([^.]+)%.')
+      local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
+      if l[1] then
+        redis.call('LPOP', q)
+        local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
+        redis.call('SET', m, nxt .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
+        redis.call(string.sub(sh, 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid,
+          'g|' .. nxt .. '|' .. tok .. '|' .. name)
+        r = REL_FREED
+      end
+    end
+  end
+end

@@ -1,0 +1,43 @@
+package scripts
+
+// registry is every script of the package by the name of its file: the
+// golden test (TestGolden) keeps the text Redis runs of each under
+// testdata/assembled/<name>. A new script goes here too.
+var registry = map[string]*Script{
+	"session_open.lua":            sessionOpen,
+	"heartbeat.lua":               heartbeat,
+	"session_close.lua":           sessionClose,
+	"epoch_init.lua":              epochInit,
+	"reclaim.lua":                 reclaim,
+	"verify.lua":                  verify,
+	"mutex_acquire.lua":           mutexAcquire,
+	"mutex_release.lua":           mutexRelease,
+	"mutex_reset.lua":             mutexReset,
+	"mutex_inspect.lua":           mutexInspect,
+	"mutex_acquire_batch.lua":     mutexAcquireBatch,
+	"mutex_release_batch.lua":     mutexReleaseBatch,
+	"semaphore_acquire.lua":       semAcquire,
+	"semaphore_release.lua":       semRelease,
+	"semaphore_acquire_batch.lua": semAcquireBatch,
+	"semaphore_release_batch.lua": semReleaseBatch,
+	"semaphore_setlimit.lua":      semSetLimit,
+	"semaphore_stats.lua":         semStats,
+	"pool_acquire.lua":            poolAcquire,
+	"pool_release.lua":            poolRelease,
+	"pool_members.lua":            poolMembers,
+	"pool_stats.lua":              poolStats,
+	"pool_acquire_batch.lua":      poolAcquireBatch,
+	"pool_release_batch.lua":      poolReleaseBatch,
+	"election_campaign.lua":       elCampaign,
+	"election_resign.lua":         elResign,
+	"election_proclaim.lua":       elProclaim,
+	"election_leader.lua":         elLeader,
+	"election_reset.lua":          elReset,
+	"rwmutex_acquire.lua":         rwAcquire,
+	"rwmutex_release.lua":         rwRelease,
+	"rwmutex_reset.lua":           rwReset,
+	"rwmutex_inspect.lua":         rwInspect,
+	"flight_get.lua":              flightGet,
+	"flight_store.lua":            flightStore,
+	"flight_forget.lua":           flightForget,
+}

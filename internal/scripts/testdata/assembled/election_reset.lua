@@ -1,0 +1,396 @@
+local R_BUSY, R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_LEASE, K_CHANNEL, K_EPOCH = 0, -1, -5, -7, -8, "s:", "n:", "epoch"
+-- common.lua: helpers that go first in every other script (see join in
+-- scripts.go); not a script of its own.
+-- p is the namespace key prefix "{ns}:". Hold ids look like "<sid>.<n>", so the
+-- session that owns a hold (and whose lease keeps it valid) is part of its id.
+-- Every key built here starts with p and so shares the namespace hash slot.
+
+local function sid_of(hid)
+  return string.match(hid, '^([^.]+)%.')
+end
+
+-- prefix_of returns the prefix "{ns}:" of key k (a namespace has no braces).
+local function prefix_of(k)
+  return string.match(k, '^{[^}]*}:')
+end
+
+-- alive reports whether the lease of the session owning hold id hid exists.
+local function alive(p, hid)
+  return redis.call('EXISTS', p .. K_LEASE .. sid_of(hid)) == 1
+end
+
+-- lease_pttl returns the remaining TTL (ms) of hid's session lease, at
+-- least 1 while it exists (Redis reads PTTL 0 in a key's last millisecond,
+-- when it still exists: 0 must not read as gone), or a negative value.
+local function lease_pttl(p, hid)
+  local t = redis.call('PTTL', p .. K_LEASE .. sid_of(hid))
+  if t == 0 then
+    return 1
+  end
+  return t
+end
+
+-- now_us returns the server time in microseconds, read once per script.
+local cached_now_us
+local function now_us()
+  if not cached_now_us then
+    local t = redis.call('TIME')
+    cached_now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return cached_now_us
+end
+
+-- next_token stores and returns max(last + 1, server time in microseconds) in
+-- field f of hash k: strictly increasing per resource, also after Redis lost
+-- the hash or went back to an older copy of it, as long as the server clock
+-- does not step back. (new_token in fastpath.lua is the same rule.)
+local function next_token(k, f)
+  local last = tonumber(redis.call('HGET', k, f) or '0')
+  local tok = math.max(last + 1, now_us())
+  redis.call('HSET', k, f, string.format('%.0f', tok))
+  return tok
+end
+
+-- publish sends msg on channel ch: SPUBLISH when sharded is "1" (Redis
+-- Cluster), PUBLISH otherwise.
+local function publish(sharded, ch, msg)
+  redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', ch, msg)
+end
+
+-- notify publishes msg on the notification channel of hid's session.
+local function notify(p, sharded, hid, msg)
+  publish(sharded, p .. K_CHANNEL .. sid_of(hid), msg)
+end
+
+-- revoke records that hold hid was taken away from its (live) session: the
+-- session's next heartbeat reports it, and a notification tells it at once.
+-- The record is field 'r' of the session's lease hash, "|<hid>" per hold:
+-- it lives exactly as long as the lease, and the heartbeat reads it from
+-- the one key it declares (see heartbeat.lua).
+local function revoke(p, sharded, hid)
+  local lease = p .. K_LEASE .. sid_of(hid)
+  if redis.call('EXISTS', lease) == 1 then
+    redis.call('HSET', lease, 'r', (redis.call('HGET', lease, 'r') or '') .. '|' .. hid)
+    notify(p, sharded, hid, 'r|' .. hid)
+  end
+end
+
+local function now_ms()
+  return math.floor(now_us() / 1000)
+end
+
+-- grace_left reads the epoch marker {ns}:epoch, "<until>|<grace>": the
+-- server time (ms) until which grants are refused after Redis lost its
+-- data, and the namespace's restart grace (ms; absent on a marker that no
+-- session has recorded it in yet, see session_open.lua). It returns -1
+-- when the marker is missing (the data was lost: the client recreates the
+-- marker and retries), the ms of grace left, or 0. v is the marker's value
+-- when the caller has read it already.
+local function grace_left(p, v)
+  v = v or redis.call('GET', p .. K_EPOCH)
+  if not v then
+    return -1
+  end
+  local until_ms = string.match(v, '^%d+')
+  if until_ms == '0' then
+    return 0 -- marked intact with no grace at all: no need for the clock
+  end
+  local left = tonumber(until_ms) - now_ms()
+  if left > 0 then
+    return left
+  end
+  return 0
+end
+
+-- check_caller runs first in every acquire script; queue is "1" when the
+-- caller asked to wait. It returns the reply to give at once, or nil when
+-- the caller may go on, and the grace left (see grace_left): {-5} when the
+-- epoch marker is missing; {-7} when the hold id was withdrawn; {-1} when
+-- the caller's lease is gone; when it is gone during a restart grace (the
+-- caller's session may still reclaim it), {0, grace, -1} to come back after
+-- the grace, or {-8, grace} when the caller does not wait (see busy).
+--
+-- The lease's field 'g' is "0" once no restart grace is pending: set when
+-- the lease is created outside a grace, or here once the grace is over. A
+-- lease with g = "0" proves the epoch marker exists and no grace is left
+-- (losing the marker means losing the data, and the lease with it; a grace
+-- only starts when the marker is recreated), so a fast path may skip the
+-- marker when it finds g = "0" in the caller's lease.
+local function check_caller(p, hid, queue)
+  local grace = grace_left(p)
+  if grace < 0 then
+    return {R_EPOCH_MISSING}, grace
+  end
+  local key = p .. K_LEASE .. sid_of(hid)
+  local lease = redis.call('HMGET', key, 'ttl', 'x:' .. hid, 'g')
+  if lease[2] then
+    return {R_WITHDRAWN}, grace -- withdrawn (see withdraw): a late or repeated attempt
+  end
+  if not lease[1] then
+    if grace > 0 then
+      if queue ~= '1' then
+        return {R_GRACE, grace}, grace
+      end
+      return {R_BUSY, grace, -1}, grace
+    end
+    return {R_LEASE_GONE}, grace
+  end
+  if grace == 0 and lease[3] ~= '0' then
+    redis.call('HSET', key, 'g', '0')
+  end
+  return nil, grace
+end
+
+-- withdraw marks hold id hid as never to be granted or queued again: the
+-- client gave up on it while one of its acquire attempts may still be on the
+-- way (delayed in the network, or sent again on a new connection) and would
+-- otherwise grant a resource nobody waits for. The marker is a field of the
+-- session's lease hash, so it lives exactly as long as the hold id can.
+local function withdraw(p, hid)
+  local lease = p .. K_LEASE .. sid_of(hid)
+  if redis.call('EXISTS', lease) == 1 then
+    redis.call('HSET', lease, 'x:' .. hid, '1')
+  end
+end
+
+-- held_ms returns how long a grant keeps the keys of a resource at least
+-- (ms): 2 * ttl + ld, the TTL and lock delay of the grantee's session (ms,
+-- strings, or false). Its heartbeat then keeps them 3 * ttl + ld (see
+-- heartbeat.lua): a crashed holder's keys are gone at most 2 * ttl after
+-- its lease, and a lock delay it leaves still applies.
+local function held_ms(ttl, ld)
+  return 2 * tonumber(ttl or '10000') + tonumber(ld or '0')
+end
+
+-- held_ms_of is held_ms for hold id hid's session.
+local function held_ms_of(p, hid)
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ttl', 'ld')
+  return held_ms(l[1], l[2])
+end
+
+-- keep_at_least makes key k live at least ms more, never less than it
+-- would have: a key without an expiry gets one (every key passed here
+-- expires once nobody holds or waits for it).
+local function keep_at_least(k, ms)
+  local s = string.format('%.0f', ms)
+  if redis.call('PEXPIRE', k, s, 'NX') == 0 then
+    redis.call('PEXPIRE', k, s, 'GT')
+  end
+end
+
+-- busy is the reply of an acquire that did not grant: {0, wait ms, queue
+-- position}. With queue "1" the caller's entry joins the FIFO queue q, once
+-- (a re-check keeps its place); pos is the reply of LPOS when the caller
+-- already asked (false: not queued), nil otherwise. Without queueing the
+-- position is -1, and during a restart grace (grace, from grace_left, > 0)
+-- the reply is {-8, grace ms} instead: the caller is told that no grant is
+-- possible before the grace ends, not that the resource is busy.
+local function busy(q, entry, wait, queue, grace, pos)
+  if queue ~= '1' then
+    if grace > 0 then
+      return {R_GRACE, grace}
+    end
+    return {R_BUSY, wait, -1}
+  end
+  if pos == nil then
+    pos = redis.call('LPOS', q, entry)
+  end
+  if not pos then
+    pos = redis.call('RPUSH', q, entry) - 1
+    if pos == 0 then
+      -- A new queue: it expires unless its waiters' heartbeats keep it.
+      redis.call('PEXPIRE', q, string.format('%.0f', held_ms_of(prefix_of(q), entry)))
+    end
+  end
+  return {R_BUSY, wait, pos}
+end
+
+-- first_live drops dead sessions' entries from the head of waiter queue q and
+-- returns the first live hold id (left in the queue), or nil.
+local function first_live(p, q)
+  while true do
+    local h = redis.call('LINDEX', q, 0)
+    if not h then
+      return nil
+    end
+    if alive(p, h) then
+      return h
+    end
+    redis.call('LPOP', q)
+  end
+end
+
+-- Idle resources expire. A resource hash nobody holds or waits for is kept
+-- 'i' ms (twice the TTL of the session last granted it, stored at the grant)
+-- and then deleted by Redis: lock-per-entity names do not fill Redis. What
+-- it held was the last token, and a lock delay still running ('free'), which
+-- keeps it at least until then. Tokens stay increasing across the expiry: a
+-- new grant takes the server time in µs, which has moved on by far more than
+-- the grants of the last 'i' ms could have added (see next_token).
+--
+-- Held resources expire too, so that a holder that crashed leaves nothing
+-- behind: a grant keeps the resource's keys at least held_ms (twice the
+-- grantee's TTL plus its lock delay), and the holder's heartbeat keeps them
+-- alive for as long as it holds them (see heartbeat.lua); the session
+-- cancels a hold whose keys it could not keep alive before they could
+-- expire (internal/lease, keyUntil). A write that does not grant never
+-- shortens a held resource's expiry (KEEPTTL, keep_at_least).
+
+-- idle_ms returns how long an idle resource granted to a session with lease
+-- TTL ttl (ms, a string, or false) is kept: 2 * ttl, or 20 s when unknown.
+local function idle_ms(ttl)
+  return string.format('%.0f', 2 * tonumber(ttl or '10000'))
+end
+
+-- expire_idle lets idle resource hash k expire: after i ms (a string, or
+-- false when no grant recorded it: then k is kept), and not before free (the
+-- end of a lock delay, server ms, or false).
+local function expire_idle(k, i, free)
+  if not i then
+    return
+  end
+  local keep = tonumber(i)
+  if free then
+    keep = math.max(keep, tonumber(free) - now_ms())
+  end
+  redis.call('PEXPIRE', k, string.format('%.0f', keep))
+end
+
+-- election_reset.lua: force the leader out (operator action). The leader's
+-- session is told its leadership was taken away; the first live candidate is
+-- elected (not during a restart grace).
+-- KEYS[1..3] see election_lib.lua
+-- ARGV[1] prefix {ns}:   ARGV[2] "1" for sharded pub/sub   ARGV[3] election name
+-- ARGV[4] observer channel {ns}:elw:<name>
+-- Returns the hold id that was reset, or "" when nobody led.
+-- election_lib.lua: included (after common.lua) by the election scripts.
+-- An election is:
+--   KEYS[1] {ns}:el:<name>     hash: hid (leader hold id), tok (last term), val (leader value), ld, free
+--   KEYS[2] {ns}:q:el:<name>   list of candidate hold ids, FIFO
+--   KEYS[3] {ns}:elc:<name>    hash: queued candidate hold id -> its value
+-- Observers listen on the channel {ns}:elw:<name>, which gets
+-- "<term>|<hold id>|<value>" on every change ("0||" when nobody leads).
+
+-- The single-holder helpers of an election's hash (hid, tok, ld, i, free;
+-- the mutex keeps the same state in a string, see mutex_lib.lua).
+
+-- single_state reads the fields of single-holder resource hash k (an
+-- election) in one call: hid (holder), tok (last token), free (end of a
+-- lock delay, ms), ld (the holder's lock delay, ms). Missing ones are false.
+local function single_state(k)
+  local v = redis.call('HMGET', k, 'hid', 'tok', 'free', 'ld')
+  return {hid = v[1], tok = v[2], free = v[3], ld = v[4]}
+end
+
+-- single_idle lets single-holder resource hash k expire when nobody holds it
+-- and its waiter queue q is empty.
+local function single_idle(k, q)
+  local v = redis.call('HMGET', k, 'hid', 'i', 'free')
+  if not v[1] and redis.call('LLEN', q) == 0 then
+    expire_idle(k, v[2], v[3])
+  end
+end
+
+-- single_grant makes hid the holder of single-holder resource hash k and
+-- returns its new token. last is the stored token when the caller knows it
+-- (pass nil otherwise). hid's session's lock delay (ms) is copied so that it
+-- still applies after that session's lease is gone, and its TTL sets how long
+-- the resource is kept once idle.
+local function single_grant(p, k, hid, last)
+  if last == nil then
+    last = redis.call('HGET', k, 'tok')
+  end
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ld', 'ttl')
+  local tok = math.max(tonumber(last or '0') + 1, now_us())
+  redis.call('HSET', k, 'hid', hid, 'tok', string.format('%.0f', tok), 'ld', l[1] or '0', 'i', idle_ms(l[2]))
+  keep_at_least(k, held_ms(l[2], l[1]))
+  return tok
+end
+
+-- single_free reports whether single-holder resource k, whose fields st were
+-- read by single_state, has no live holder and no lock delay pending; a
+-- holder whose lease is gone is cleared, starting its lock delay. The second
+-- result is the time to wait (ms) when it is not free.
+local function single_free(p, k, st)
+  if st.hid then
+    if alive(p, st.hid) then
+      return false, lease_pttl(p, st.hid)
+    end
+    local ld = tonumber(st.ld or '0')
+    if ld > 0 then
+      st.free = now_ms() + ld
+      redis.call('HSET', k, 'free', string.format('%.0f', st.free))
+      keep_at_least(k, ld)
+    end
+    redis.call('HDEL', k, 'hid')
+    st.hid = false
+  end
+  local free = tonumber(st.free or '0')
+  if free > 0 then
+    local wait = free - now_ms()
+    if wait > 0 then
+      return false, wait
+    end
+    redis.call('HDEL', k, 'free')
+  end
+  return true, 0
+end
+
+local function el_announce(sharded, ch, term, hid, val)
+  publish(sharded, ch, string.format('%.0f', term) .. '|' .. hid .. '|' .. val)
+end
+
+local function el_grant(p, k, c, hid, val, sharded, ch)
+  local tok = single_grant(p, k, hid)
+  redis.call('HSET', k, 'val', val)
+  redis.call('HDEL', c, hid)
+  el_announce(sharded, ch, tok, hid, val)
+  return tok
+end
+
+-- el_first_live is first_live for the candidate queue q: it also forgets the
+-- values (in c) of the dead candidates it drops, which nothing else would.
+local function el_first_live(p, q, c)
+  while true do
+    local h = redis.call('LINDEX', q, 0)
+    if not h or alive(p, h) then
+      return h or nil
+    end
+    redis.call('LPOP', q)
+    redis.call('HDEL', c, h)
+  end
+end
+
+-- el_handoff makes the first live candidate the leader and notifies it, or
+-- announces that nobody leads. During a restart grace nobody is elected: the
+-- candidates stay queued and re-check when it is over.
+local function el_handoff(p, k, q, c, sharded, name, ch)
+  local nxt = nil
+  if grace_left(p) == 0 then
+    nxt = el_first_live(p, q, c)
+  end
+  while nxt do
+    redis.call('LPOP', q)
+    local val = redis.call('HGET', c, nxt)
+    if val then
+      local tok = el_grant(p, k, c, nxt, val, sharded, ch)
+      notify(p, sharded, nxt, 'g|' .. nxt .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+      return nxt
+    end
+    nxt = el_first_live(p, q, c)
+  end
+  redis.call('HDEL', k, 'val')
+  el_announce(sharded, ch, 0, '', '')
+  single_idle(k, q)
+  return nil
+end
+local p, k, q, c = ARGV[1], KEYS[1], KEYS[2], KEYS[3]
+local cur = redis.call('HGET', k, 'hid')
+redis.call('HDEL', k, 'hid', 'ld', 'free')
+if cur and alive(p, cur) then
+  revoke(p, ARGV[2], cur)
+else
+  cur = ''
+end
+el_handoff(p, k, q, c, ARGV[2], ARGV[3], ARGV[4])
+return cur

@@ -1,0 +1,101 @@
+local R_SLOW, REL_FREED, K_LEASE, K_CHANNEL, K_QUEUE = -9, 1, "s:", "n:", "q:"
+-- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
+-- first in those scripts and in the batch scripts only (see scripts.go,
+-- batch.go), so it must stay small.
+
+-- new_token returns the next fencing token after last (a stored token, or
+-- false), as a string and as a number: max(last + 1, server time in µs),
+-- the rule of next_token in common.lua. The clock is what keeps tokens
+-- increasing when the stored token went back: a restart from an older
+-- snapshot, a failover to a replica that missed writes. The string is built
+-- from TIME's reply, so the common case formats no float. The clock is read
+-- once per call: a batch script's tokens are of different mutexes, or
+-- above the last one anyway.
+local now_s, now_n
+local function new_token(last)
+  if not now_s then
+    local t = redis.call('TIME')
+    now_s = t[1] .. string.sub('00000' .. t[2], -6)
+    now_n = tonumber(now_s)
+  end
+  if last then
+    local l = tonumber(last) + 1
+    if l > now_n then
+      return string.format('%.0f', l), l
+    end
+  end
+  return now_s, now_n
+end
+-- mutex_release_batch.lua: the fast paths of mutex_release.lua for several
+-- releases of one session at once (see batch.go): one call, and at most
+-- one read of the releasing session's lease and one TIME for all of them.
+-- The fast paths are mutex_release_fast.lua, as in mutex_release.lua.
+-- KEYS[1..n] the mutexes {ns}:m:<name>, one per release
+-- ARGV[1] "<sharded>": "1" for sharded pub/sub   ARGV[2..n+1] the hold ids,
+-- all of one session
+-- Returns one reply per release, in order: REL_FREED when released (and
+-- handed to the first live waiter, if any), or R_SLOW for a release the
+-- fast paths do not cover (not held by that hold id, a lock delay, a dead
+-- first waiter ...): the client then sends mutex_release.lua for that one
+-- alone. A release answered R_SLOW changed nothing.
+local n = #ARGV - 1
+local out = {}
+local p, g
+local sh = ARGV[1]
+for i = 1, n do
+  local hid, m = ARGV[i + 1], KEYS[i]
+  local r
+  -- mutex_release_fast.lua: the fast paths of a mutex release, as statement
+  -- text (see mutex_acquire_fast.lua), included by mutex_release.lua before
+  -- its helpers and by mutex_release_batch.lua in its loop over the
+  -- releases: a release with nobody waiting, and one that hands the mutex
+  -- to a live first waiter. It reads and builds the mutex string (see
+  -- mutex_value.lua) with anchored matches, as it runs on every release.
+  -- The includer sets m (the mutex key), hid and sh (a string whose first
+  -- character is "1" for sharded pub/sub), and declares r, p (the prefix,
+  -- or nil) and g (whether the releasing session's lease says no restart
+  -- grace is pending, see check_caller; nil until read).
+  -- It sets r to REL_FREED when it released, and leaves r nil, having
+  -- changed nothing, for what the full path must decide: not held by hid, a
+  -- lock delay, a dead first waiter, a restart grace, a hash of an older
+  -- layout.
+  local v = redis.pcall('GET', m) -- an error (an older layout's hash) takes the full path
+  if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
+    -- Held by hid. rest is "|<tok>|<ld>|<i>|<free>|<w>".
+    local rest = string.sub(v, #hid + 1)
+    local last2 = string.sub(rest, -2)
+    if last2 == '||' then
+      -- No lock delay, nobody waits: idle now, kept 'i' ms (see common.lua).
+      local i = string.match(rest, '^|%d+|%d*|(%d+)||$')
+      if i then
+        redis.call('SET', m, rest, 'PX', i)
+        r = REL_FREED
+      end
+    elseif last2 == '|1' then
+      -- Waiters, no lock delay: when no restart grace is pending and the
+      -- first waiter's lease exists (it always has 'ld'), hand over as
+      -- m_handoff would.
+      p = p or string.match(m, '^{[^}]*}:')
+      if g == nil then
+        g = redis.call('HGET', p .. K_LEASE .. string.match(hid, '^([^.]+)%.'), 'g') == '0'
+      end
+      local name = string.sub(m, #p + 3)
+      local q = p .. K_QUEUE .. 'm:' .. name
+      local nxt = g and redis.call('LINDEX', q, 0)
+      if nxt then
+        local sid = string.match(nxt, '^([^.]+)%.')
+        local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
+        if l[1] then
+          redis.call('LPOP', q)
+          local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
+          redis.call('SET', m, nxt .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
+          redis.call(string.sub(sh, 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid,
+            'g|' .. nxt .. '|' .. tok .. '|' .. name)
+          r = REL_FREED
+        end
+      end
+    end
+  end
+  out[i] = r or R_SLOW
+end
+return out

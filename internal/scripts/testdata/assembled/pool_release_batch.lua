@@ -1,0 +1,147 @@
+local R_GRANTED, R_SLOW, REL_FREED, K_LEASE, K_POOL_INDEX = 1, -9, 1, "s:", "i:"
+-- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
+-- first in those scripts and in the batch scripts only (see scripts.go,
+-- batch.go), so it must stay small.
+
+-- new_token returns the next fencing token after last (a stored token, or
+-- false), as a string and as a number: max(last + 1, server time in µs),
+-- the rule of next_token in common.lua. The clock is what keeps tokens
+-- increasing when the stored token went back: a restart from an older
+-- snapshot, a failover to a replica that missed writes. The string is built
+-- from TIME's reply, so the common case formats no float. The clock is read
+-- once per call: a batch script's tokens are of different mutexes, or
+-- above the last one anyway.
+local now_s, now_n
+local function new_token(last)
+  if not now_s then
+    local t = redis.call('TIME')
+    now_s = t[1] .. string.sub('00000' .. t[2], -6)
+    now_n = tonumber(now_s)
+  end
+  if last then
+    local l = tonumber(last) + 1
+    if l > now_n then
+      return string.format('%.0f', l), l
+    end
+  end
+  return now_s, now_n
+end
+-- pool_release_batch.lua: the fast path of pool_release.lua
+-- (pool_release_fast, pool_core.lua) for several releases of one session
+-- at once (see batch.go).
+-- KEYS per release: its pool's queue {ns}:q:pool:<name>
+-- ARGV per release: hold id, base "{ns}:pool:<name>:"
+-- Returns one reply per release, in order: REL_FREED, or R_SLOW for one
+-- the fast path does not cover (not held, waiters to serve): the client
+-- then sends pool_release.lua for that one alone. A release answered
+-- R_SLOW changed nothing.
+-- pool_core.lua: the operations on one pool member (see pool_lib.lua for
+-- the keys), and the fast paths of pool_acquire.lua and pool_release.lua
+-- built from them. It goes before the fast paths of the pool scripts (see
+-- scripts.go) and in their batch scripts (see batch.go), so it uses
+-- nothing but fastpath.lua's new_token: no helper of common.lua exists
+-- there yet.
+
+-- pool_free_one returns the least recently released free member, or nil.
+local function pool_free_one(b)
+  local k = redis.call('ZRANGE', b .. 'f', 0, 0)
+  return k[1]
+end
+
+-- pool_mark_free makes key free as the most recently released member: its
+-- score is max(server time in µs, highest score + 1), new_token's rule.
+local function pool_mark_free(b, key)
+  local top = redis.call('ZRANGE', b .. 'f', -1, -1, 'WITHSCORES')
+  redis.call('ZADD', b .. 'f', (new_token(top[2])), key)
+end
+
+local function pool_is_free(b, key)
+  return redis.call('ZSCORE', b .. 'f', key) ~= false
+end
+
+-- pool_grant makes hid the holder of free member key and returns its
+-- token, max(last + 1, server time in µs) (new_token). hid's session's
+-- lock delay ld (read from its lease when nil) is recorded in its index
+-- (see "~ld"): it still applies once that session's lease is gone.
+local function pool_grant(p, b, key, hid, ld)
+  local sid = string.match(hid, '^([^.]+)%.')
+  if ld == nil then
+    ld = redis.call('HGET', p .. K_LEASE .. sid, 'ld')
+  end
+  redis.call('ZREM', b .. 'f', key)
+  redis.call('HSET', b .. 'h', key, hid)
+  redis.call('HINCRBY', b .. 's', sid, 1)
+  if ld and ld ~= '0' then
+    redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, key, '~ld', ld)
+  else
+    redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, key)
+  end
+  local tok, n = new_token(redis.call('HGET', b .. 't', key))
+  redis.call('HSET', b .. 't', key, tok)
+  return n
+end
+
+-- pool_unhold forgets that key is held (by hid); it does not make it free.
+-- The session's index goes with its last member ("~ld" included).
+local function pool_unhold(b, key, hid)
+  local sid = string.match(hid, '^([^.]+)%.')
+  redis.call('HDEL', b .. 'h', key)
+  if redis.call('HINCRBY', b .. 's', sid, -1) <= 0 then
+    redis.call('HDEL', b .. 's', sid)
+    redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid, '~ld')
+  else
+    redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid)
+  end
+end
+
+-- pool_held_by returns the member hid holds, or nil.
+local function pool_held_by(b, hid)
+  local k = redis.call('HGET', b .. K_POOL_INDEX .. string.match(hid, '^([^.]+)%.'), hid)
+  if k and redis.call('HGET', b .. 'h', k) == hid then
+    return k
+  end
+  return nil
+end
+
+-- pool_acquire_fast grants hid a free member (any: the least recently
+-- released; or want) when that takes nothing else: nobody waits, hid holds
+-- nothing yet, and a member is free without reaping dead holders. The
+-- caller checked hid's lease: it exists with no grace pending (g = "0",
+-- see check_caller) and hid is not withdrawn; ld is its lock delay. It
+-- returns the reply, or nil, having changed nothing, for the full path.
+local function pool_acquire_fast(p, q, b, hid, want, ld)
+  if redis.call('LLEN', q) ~= 0 or pool_held_by(b, hid) then
+    return nil
+  end
+  local k
+  if want == '' then
+    k = pool_free_one(b)
+  elseif pool_is_free(b, want) then
+    k = want
+  end
+  if not k then
+    return nil
+  end
+  return {R_GRANTED, pool_grant(p, b, k, hid, ld), k}
+end
+
+-- pool_release_fast releases the member hid holds when nobody waits
+-- (pool_serve would grant nothing): it returns REL_FREED, or nil, having
+-- changed nothing, for the full path.
+local function pool_release_fast(q, b, hid)
+  if redis.call('LLEN', q) ~= 0 then
+    return nil
+  end
+  local k = pool_held_by(b, hid)
+  if not k then
+    return nil
+  end
+  pool_unhold(b, k, hid)
+  pool_mark_free(b, k)
+  return REL_FREED
+end
+local out = {}
+for i = 1, #KEYS do
+  out[i] = pool_release_fast(KEYS[i], ARGV[2 * i], ARGV[2 * i - 1]) or R_SLOW
+end
+return out

@@ -1,0 +1,1040 @@
+local R_BUSY, R_LEASE_GONE, R_EPOCH_MISSING, R_NOT_RECLAIMABLE, R_WITHDRAWN, R_GRACE, RECLAIM_NONE, RECLAIM_LOST, K_LEASE, K_CHANNEL, K_EPOCH, K_MUTEX, K_QUEUE, K_SEMAPHORE, K_SEMAPHORE_HOLDERS, K_POOL, K_POOL_INDEX, K_ELECTION, K_RWMUTEX, K_RWMUTEX_READERS = 0, -1, -5, -6, -7, -8, 0, 1, "s:", "n:", "epoch", "m:", "q:", "sem:", "semh:", "pool:", "i:", "el:", "rw:", "rwr:"
+-- common.lua: helpers that go first in every other script (see join in
+-- scripts.go); not a script of its own.
+-- p is the namespace key prefix "{ns}:". Hold ids look like "<sid>.<n>", so the
+-- session that owns a hold (and whose lease keeps it valid) is part of its id.
+-- Every key built here starts with p and so shares the namespace hash slot.
+
+local function sid_of(hid)
+  return string.match(hid, '^([^.]+)%.')
+end
+
+-- prefix_of returns the prefix "{ns}:" of key k (a namespace has no braces).
+local function prefix_of(k)
+  return string.match(k, '^{[^}]*}:')
+end
+
+-- alive reports whether the lease of the session owning hold id hid exists.
+local function alive(p, hid)
+  return redis.call('EXISTS', p .. K_LEASE .. sid_of(hid)) == 1
+end
+
+-- lease_pttl returns the remaining TTL (ms) of hid's session lease, at
+-- least 1 while it exists (Redis reads PTTL 0 in a key's last millisecond,
+-- when it still exists: 0 must not read as gone), or a negative value.
+local function lease_pttl(p, hid)
+  local t = redis.call('PTTL', p .. K_LEASE .. sid_of(hid))
+  if t == 0 then
+    return 1
+  end
+  return t
+end
+
+-- now_us returns the server time in microseconds, read once per script.
+local cached_now_us
+local function now_us()
+  if not cached_now_us then
+    local t = redis.call('TIME')
+    cached_now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return cached_now_us
+end
+
+-- next_token stores and returns max(last + 1, server time in microseconds) in
+-- field f of hash k: strictly increasing per resource, also after Redis lost
+-- the hash or went back to an older copy of it, as long as the server clock
+-- does not step back. (new_token in fastpath.lua is the same rule.)
+local function next_token(k, f)
+  local last = tonumber(redis.call('HGET', k, f) or '0')
+  local tok = math.max(last + 1, now_us())
+  redis.call('HSET', k, f, string.format('%.0f', tok))
+  return tok
+end
+
+-- publish sends msg on channel ch: SPUBLISH when sharded is "1" (Redis
+-- Cluster), PUBLISH otherwise.
+local function publish(sharded, ch, msg)
+  redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', ch, msg)
+end
+
+-- notify publishes msg on the notification channel of hid's session.
+local function notify(p, sharded, hid, msg)
+  publish(sharded, p .. K_CHANNEL .. sid_of(hid), msg)
+end
+
+-- revoke records that hold hid was taken away from its (live) session: the
+-- session's next heartbeat reports it, and a notification tells it at once.
+-- The record is field 'r' of the session's lease hash, "|<hid>" per hold:
+-- it lives exactly as long as the lease, and the heartbeat reads it from
+-- the one key it declares (see heartbeat.lua).
+local function revoke(p, sharded, hid)
+  local lease = p .. K_LEASE .. sid_of(hid)
+  if redis.call('EXISTS', lease) == 1 then
+    redis.call('HSET', lease, 'r', (redis.call('HGET', lease, 'r') or '') .. '|' .. hid)
+    notify(p, sharded, hid, 'r|' .. hid)
+  end
+end
+
+local function now_ms()
+  return math.floor(now_us() / 1000)
+end
+
+-- grace_left reads the epoch marker {ns}:epoch, "<until>|<grace>": the
+-- server time (ms) until which grants are refused after Redis lost its
+-- data, and the namespace's restart grace (ms; absent on a marker that no
+-- session has recorded it in yet, see session_open.lua). It returns -1
+-- when the marker is missing (the data was lost: the client recreates the
+-- marker and retries), the ms of grace left, or 0. v is the marker's value
+-- when the caller has read it already.
+local function grace_left(p, v)
+  v = v or redis.call('GET', p .. K_EPOCH)
+  if not v then
+    return -1
+  end
+  local until_ms = string.match(v, '^%d+')
+  if until_ms == '0' then
+    return 0 -- marked intact with no grace at all: no need for the clock
+  end
+  local left = tonumber(until_ms) - now_ms()
+  if left > 0 then
+    return left
+  end
+  return 0
+end
+
+-- check_caller runs first in every acquire script; queue is "1" when the
+-- caller asked to wait. It returns the reply to give at once, or nil when
+-- the caller may go on, and the grace left (see grace_left): {-5} when the
+-- epoch marker is missing; {-7} when the hold id was withdrawn; {-1} when
+-- the caller's lease is gone; when it is gone during a restart grace (the
+-- caller's session may still reclaim it), {0, grace, -1} to come back after
+-- the grace, or {-8, grace} when the caller does not wait (see busy).
+--
+-- The lease's field 'g' is "0" once no restart grace is pending: set when
+-- the lease is created outside a grace, or here once the grace is over. A
+-- lease with g = "0" proves the epoch marker exists and no grace is left
+-- (losing the marker means losing the data, and the lease with it; a grace
+-- only starts when the marker is recreated), so a fast path may skip the
+-- marker when it finds g = "0" in the caller's lease.
+local function check_caller(p, hid, queue)
+  local grace = grace_left(p)
+  if grace < 0 then
+    return {R_EPOCH_MISSING}, grace
+  end
+  local key = p .. K_LEASE .. sid_of(hid)
+  local lease = redis.call('HMGET', key, 'ttl', 'x:' .. hid, 'g')
+  if lease[2] then
+    return {R_WITHDRAWN}, grace -- withdrawn (see withdraw): a late or repeated attempt
+  end
+  if not lease[1] then
+    if grace > 0 then
+      if queue ~= '1' then
+        return {R_GRACE, grace}, grace
+      end
+      return {R_BUSY, grace, -1}, grace
+    end
+    return {R_LEASE_GONE}, grace
+  end
+  if grace == 0 and lease[3] ~= '0' then
+    redis.call('HSET', key, 'g', '0')
+  end
+  return nil, grace
+end
+
+-- withdraw marks hold id hid as never to be granted or queued again: the
+-- client gave up on it while one of its acquire attempts may still be on the
+-- way (delayed in the network, or sent again on a new connection) and would
+-- otherwise grant a resource nobody waits for. The marker is a field of the
+-- session's lease hash, so it lives exactly as long as the hold id can.
+local function withdraw(p, hid)
+  local lease = p .. K_LEASE .. sid_of(hid)
+  if redis.call('EXISTS', lease) == 1 then
+    redis.call('HSET', lease, 'x:' .. hid, '1')
+  end
+end
+
+-- held_ms returns how long a grant keeps the keys of a resource at least
+-- (ms): 2 * ttl + ld, the TTL and lock delay of the grantee's session (ms,
+-- strings, or false). Its heartbeat then keeps them 3 * ttl + ld (see
+-- heartbeat.lua): a crashed holder's keys are gone at most 2 * ttl after
+-- its lease, and a lock delay it leaves still applies.
+local function held_ms(ttl, ld)
+  return 2 * tonumber(ttl or '10000') + tonumber(ld or '0')
+end
+
+-- held_ms_of is held_ms for hold id hid's session.
+local function held_ms_of(p, hid)
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ttl', 'ld')
+  return held_ms(l[1], l[2])
+end
+
+-- keep_at_least makes key k live at least ms more, never less than it
+-- would have: a key without an expiry gets one (every key passed here
+-- expires once nobody holds or waits for it).
+local function keep_at_least(k, ms)
+  local s = string.format('%.0f', ms)
+  if redis.call('PEXPIRE', k, s, 'NX') == 0 then
+    redis.call('PEXPIRE', k, s, 'GT')
+  end
+end
+
+-- busy is the reply of an acquire that did not grant: {0, wait ms, queue
+-- position}. With queue "1" the caller's entry joins the FIFO queue q, once
+-- (a re-check keeps its place); pos is the reply of LPOS when the caller
+-- already asked (false: not queued), nil otherwise. Without queueing the
+-- position is -1, and during a restart grace (grace, from grace_left, > 0)
+-- the reply is {-8, grace ms} instead: the caller is told that no grant is
+-- possible before the grace ends, not that the resource is busy.
+local function busy(q, entry, wait, queue, grace, pos)
+  if queue ~= '1' then
+    if grace > 0 then
+      return {R_GRACE, grace}
+    end
+    return {R_BUSY, wait, -1}
+  end
+  if pos == nil then
+    pos = redis.call('LPOS', q, entry)
+  end
+  if not pos then
+    pos = redis.call('RPUSH', q, entry) - 1
+    if pos == 0 then
+      -- A new queue: it expires unless its waiters' heartbeats keep it.
+      redis.call('PEXPIRE', q, string.format('%.0f', held_ms_of(prefix_of(q), entry)))
+    end
+  end
+  return {R_BUSY, wait, pos}
+end
+
+-- first_live drops dead sessions' entries from the head of waiter queue q and
+-- returns the first live hold id (left in the queue), or nil.
+local function first_live(p, q)
+  while true do
+    local h = redis.call('LINDEX', q, 0)
+    if not h then
+      return nil
+    end
+    if alive(p, h) then
+      return h
+    end
+    redis.call('LPOP', q)
+  end
+end
+
+-- Idle resources expire. A resource hash nobody holds or waits for is kept
+-- 'i' ms (twice the TTL of the session last granted it, stored at the grant)
+-- and then deleted by Redis: lock-per-entity names do not fill Redis. What
+-- it held was the last token, and a lock delay still running ('free'), which
+-- keeps it at least until then. Tokens stay increasing across the expiry: a
+-- new grant takes the server time in µs, which has moved on by far more than
+-- the grants of the last 'i' ms could have added (see next_token).
+--
+-- Held resources expire too, so that a holder that crashed leaves nothing
+-- behind: a grant keeps the resource's keys at least held_ms (twice the
+-- grantee's TTL plus its lock delay), and the holder's heartbeat keeps them
+-- alive for as long as it holds them (see heartbeat.lua); the session
+-- cancels a hold whose keys it could not keep alive before they could
+-- expire (internal/lease, keyUntil). A write that does not grant never
+-- shortens a held resource's expiry (KEEPTTL, keep_at_least).
+
+-- idle_ms returns how long an idle resource granted to a session with lease
+-- TTL ttl (ms, a string, or false) is kept: 2 * ttl, or 20 s when unknown.
+local function idle_ms(ttl)
+  return string.format('%.0f', 2 * tonumber(ttl or '10000'))
+end
+
+-- expire_idle lets idle resource hash k expire: after i ms (a string, or
+-- false when no grant recorded it: then k is kept), and not before free (the
+-- end of a lock delay, server ms, or false).
+local function expire_idle(k, i, free)
+  if not i then
+    return
+  end
+  local keep = tonumber(i)
+  if free then
+    keep = math.max(keep, tonumber(free) - now_ms())
+  end
+  redis.call('PEXPIRE', k, string.format('%.0f', keep))
+end
+
+-- reclaim.lua (with mutex_lib.lua, semaphore_lib.lua, rwmutex_lib.lua,
+-- epoch_lib.lua): after Redis lost its data, recreate a session's lease and its
+-- holds with their old tokens, during the restart grace only.
+-- KEYS[1] lease {ns}:s:<sid>   KEYS[2] {ns}:epoch
+-- ARGV[1] prefix {ns}:   ARGV[2] owner   ARGV[3] ttl ms   ARGV[4] lock delay ms
+-- ARGV[5..] groups of 6: kind ("m" "sem" "pool" "el" "rw"), name, hold id, token,
+-- n (semaphore permits), extra (semaphore: limit; pool: member; election: value;
+-- rwmutex: "r" for a read hold, "w" for a write one)
+-- Returns {1, the namespace's restart grace ms (0 when none is recorded),
+-- hold ids that could not be reclaimed...}; {0} when the lease
+-- exists (renewed, nothing to reclaim); {-6} when not in a restart grace
+-- (the lease was lost for real: the session must end); {-5} when the epoch
+-- marker is missing.
+-- Within the grace nobody else can be granted anything, and every session
+-- that held something before the loss either reclaims it before its own
+-- local deadline or is gone, so a reclaim can only meet another reclaim of
+-- the same resource if two sessions both believed they held it (a Reset
+-- racing the crash); the second one then loses its hold.
+-- mutex_lib.lua: the mutex's state, included (after common.lua) by the
+-- scripts that read or write a mutex.
+--
+-- The mutex string and its codec: see mutex_value.lua.
+-- mutex_value.lua: the mutex string, included by mutex_lib.lua and
+-- mutex_inspect.lua.
+--
+-- A mutex is one string key {ns}:m:<name>, not a hash, so that a grant is a
+-- single SET (which also drops an idle expiry) and a release a single SET
+-- with PX: "<hid>|<tok>|<ld>|<i>|<free>|<w>", fields empty when unset:
+--   hid   the holder's hold id
+--   tok   the last token granted
+--   ld    the holder's lock delay (ms), copied at the grant
+--   i     how long the mutex is kept once idle (ms; twice the TTL of the
+--         session it was last granted to, see common.lua idle_ms)
+--   free  the end (server ms) of a lock delay started by a lost holder
+--   w     "1" while the queue {ns}:q:m:<name> may hold an entry: set by the
+--         script that queues, cleared by the first write that finds the
+--         queue empty; the fast paths trust it instead of asking LLEN
+-- The key always expires: a grant keeps it held_ms (see common.lua), and
+-- the holder's heartbeat keeps it while held; writes that do not grant keep
+-- its expiry while it has a holder, and once it has none it is kept 'i' ms
+-- (and at least until a lock delay ends) after each write, waiters'
+-- heartbeats keeping it while they wait (see m_save).
+-- m_decode and m_encode below are the codec of the full paths
+-- (mutex_lib.lua) and of mutex_inspect.lua. The fast paths
+-- (mutex_acquire_fast.lua, mutex_release_fast.lua, shared by the single
+-- and the batch scripts) run before any function exists and read and
+-- build the string with anchored matches and concatenation instead: a
+-- function there is a closure created on every call (about 0.8k Redis
+-- instructions, measured with callgrind), which the fast paths exist to
+-- avoid. TestBatchScriptsMatchSingle, TestMutexWaiterMark and
+-- TestMutexOlderLayout keep the two in step.
+
+-- m_decode returns the fields of mutex string v as a table, false where
+-- a field is empty, w a boolean.
+local function m_decode(v)
+  local hid, tok, ld, i, free, w = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  local function f(x)
+    return x ~= '' and x
+  end
+  return {hid = f(hid), tok = f(tok), ld = f(ld), i = f(i), free = f(free), w = w == '1'}
+end
+
+-- m_encode returns the mutex string of st (fields as m_decode returns them).
+local function m_encode(st)
+  return (st.hid or '') .. '|' .. (st.tok or '') .. '|' .. (st.ld or '') .. '|' .. (st.i or '') .. '|' ..
+    (st.free or '') .. '|' .. (st.w and '1' or '')
+end
+
+-- m_load reads mutex m. A hash there is a mutex written by a leasehold
+-- release before this layout: it is read field by field and replaced by
+-- the string at the next save (its waiter mark is assumed set).
+local function m_load(m)
+  local v = redis.pcall('GET', m)
+  if type(v) == 'table' and v.err then
+    local h = redis.call('HMGET', m, 'hid', 'tok', 'ld', 'i', 'free')
+    redis.call('DEL', m)
+    return {exists = true, changed = true, hid = h[1], tok = h[2], ld = h[3], i = h[4], free = h[5], w = true}
+  end
+  if not v then
+    return {}
+  end
+  local st = m_decode(v)
+  st.exists = true
+  return st
+end
+
+-- m_save writes state st to mutex m (queue q). A grant (st.held, set by
+-- m_grant) keeps it held_ms; any other write keeps the expiry while it has
+-- a holder, else sets it to 'i' ms (20 s when no grant recorded 'i') and
+-- not before a lock delay ends. A waiter mark over an empty queue is
+-- cleared first.
+local function m_save(m, q, st)
+  if st.w and redis.call('LLEN', q) == 0 then
+    st.w = false
+  end
+  local v = m_encode(st)
+  if st.held then
+    redis.call('SET', m, v, 'PX', string.format('%.0f', st.held))
+    return
+  end
+  if st.hid and st.exists then
+    redis.call('SET', m, v, 'KEEPTTL')
+    return
+  end
+  local keep = tonumber(st.i or idle_ms(false))
+  if st.free then
+    keep = math.max(keep, tonumber(st.free) - now_ms())
+  end
+  redis.call('SET', m, v, 'PX', string.format('%.0f', keep))
+end
+
+-- m_grant makes hid the holder in st and returns its new token. hid's
+-- session's lock delay is copied so that it still applies after that
+-- session's lease is gone, and its TTL sets how long the mutex is kept once
+-- idle.
+local function m_grant(p, st, hid)
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ld', 'ttl')
+  local tok = math.max(tonumber(st.tok or '0') + 1, now_us())
+  st.hid, st.tok, st.ld, st.i = hid, string.format('%.0f', tok), l[1] or '0', idle_ms(l[2])
+  st.free, st.held = false, held_ms(l[2], l[1])
+  return tok
+end
+
+-- m_handoff grants the mutex in st (free) to the first live waiter of queue
+-- q, if any, and notifies it with "g|<hid>|<token>|<name>". Returns that
+-- hold id or nil. The caller saves st.
+local function m_handoff(p, st, q, sharded, name)
+  if not st.w then
+    return nil -- the common case: nobody waits (see w above)
+  end
+  if grace_left(p) ~= 0 then
+    return nil -- no grants during a restart grace: waiters re-check after it
+  end
+  local nxt = first_live(p, q)
+  if not nxt then
+    return nil
+  end
+  redis.call('LPOP', q)
+  local tok = m_grant(p, st, nxt)
+  notify(p, sharded, nxt, 'g|' .. nxt .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+  return nxt
+end
+
+-- m_free reports whether the mutex in st has no live holder and no lock
+-- delay pending; a holder whose lease is gone is cleared, starting its lock
+-- delay (st changes; the caller saves it). The second result is the time to
+-- wait (ms) when it is not free, at least 1 (see lease_pttl).
+local function m_free(p, st)
+  if st.hid then
+    if alive(p, st.hid) then
+      return false, lease_pttl(p, st.hid)
+    end
+    local ld = tonumber(st.ld or '0')
+    if ld > 0 then
+      st.free = string.format('%.0f', now_ms() + ld)
+    end
+    st.hid, st.changed = false, true
+  end
+  if st.free then
+    local wait = tonumber(st.free) - now_ms()
+    if wait > 0 then
+      return false, wait
+    end
+    st.free, st.changed = false, true
+  end
+  return true, 0
+end
+-- semaphore_lib.lua: helpers for the semaphore scripts, included after common.lua.
+-- A semaphore is three keys:
+--   meta    {ns}:sem:<name>     hash: limit, used (permits of recorded holders and of
+--                               running lock delays), tok (last token), i (idle expiry ms),
+--                               set ("1" when an operator set the limit), delay (below)
+--   holders {ns}:semh:<name>    hash: hold id -> "<n>:<token>", or "<n>:<token>:<ld>"
+--                               when the holder's session has a lock delay of ld ms
+--                               (a missing ld is 0: reclaim.lua writes none)
+--   queue   {ns}:q:sem:<name>   list of "<hold id>#<n>", FIFO
+-- "used" may count holders whose lease is gone; sem_purge drops them, and runs
+-- only when a request does not fit, so a grant that fits is O(1).
+--
+-- Lock delay: sem_purge turns a dead holder recorded with a lock delay into
+-- an entry "<end>:<n>" of meta's field delay ("|"-separated; end is server
+-- ms, the purge's time plus the holder's lock delay): its n permits stay
+-- counted in used until a purge after end drops the entry. The delay
+-- starts when a purge notices the loss, as for every kind (the lease is
+-- gone by then, so the lock delay is the one recorded at the grant). A
+-- release, and a purge in reclaim.lua (during a restart grace, when a dead
+-- holder may still reclaim its permits), start none. meta is kept at least
+-- until the last delay ends (sem_purge, sem_idle).
+
+local function sem_n(entry)
+  return tonumber(string.match(entry, '#(%d+)$'))
+end
+
+local function sem_hid(entry)
+  return string.match(entry, '^([^#]+)')
+end
+
+-- sem_holder parses a holders value: permits, token and lock delay (ms,
+-- 0 when none was recorded).
+local function sem_holder(v)
+  local n, tok, ld = string.match(v, '^(%d+):(%d+):?(%d*)$')
+  return tonumber(n), tonumber(tok), tonumber(ld) or 0
+end
+
+-- sem_delays returns the entries of meta's field delay (string d, or
+-- false) whose lock delay has not ended, as "<end>:<n>" strings, their
+-- permits, and the latest end (server ms, 0 when none).
+local function sem_delays(d)
+  local kept, n, last = {}, 0, 0
+  if d then
+    local now = now_ms()
+    for e, k in string.gmatch(d, '(%d+):(%d+)') do
+      local t = tonumber(e)
+      if t > now then
+        kept[#kept + 1] = e .. ':' .. k
+        n = n + tonumber(k)
+        last = math.max(last, t)
+      end
+    end
+  end
+  return kept, n, last
+end
+
+-- sem_purge drops holders whose lease is gone and returns the recomputed
+-- use: the live holders' permits and those of running lock delays (ended
+-- ones are dropped). With delay true a dead holder recorded with a lock
+-- delay starts it now (see above); reclaim.lua calls it without. m is
+-- meta's fields {delay, set} when the caller read them already.
+local function sem_purge(p, meta, holders, delay, m)
+  m = m or redis.call('HMGET', meta, 'delay', 'set')
+  local kept, used = sem_delays(m[1])
+  local longest = 0
+  local all = redis.call('HGETALL', holders)
+  for i = 1, #all, 2 do
+    local n, _, ld = sem_holder(all[i + 1])
+    if alive(p, all[i]) then
+      used = used + n
+    else
+      redis.call('HDEL', holders, all[i])
+      if delay and ld > 0 then
+        kept[#kept + 1] = string.format('%.0f', now_ms() + ld) .. ':' .. n
+        used = used + n
+        longest = math.max(longest, ld)
+      end
+    end
+  end
+  if #kept > 0 then
+    redis.call('HSET', meta, 'used', used, 'delay', table.concat(kept, '|'))
+  else
+    redis.call('HSET', meta, 'used', used)
+    if m[1] then
+      redis.call('HDEL', meta, 'delay')
+    end
+  end
+  if longest > 0 and not m[2] then
+    keep_at_least(meta, longest) -- a limit an operator set keeps no expiry
+  end
+  return used
+end
+
+-- sem_fits reports whether n more permits fit under the limit, purging dead
+-- holders first when that is what it takes.
+local function sem_fits(p, meta, holders, n)
+  local m = redis.call('HMGET', meta, 'limit', 'used', 'delay', 'set')
+  local limit = tonumber(m[1] or '0')
+  if tonumber(m[2] or '0') + n <= limit then
+    return true
+  end
+  return sem_purge(p, meta, holders, true, {m[3], m[4]}) + n <= limit
+end
+
+-- sem_keep keeps meta and holders at least ms more (see common.lua
+-- keep_at_least): what a grant does, so that the keys of a semaphore whose
+-- holders all crashed expire. A limit an operator set is configuration:
+-- its meta keeps no expiry.
+local function sem_keep(meta, holders, ms)
+  keep_at_least(holders, ms)
+  if not redis.call('HGET', meta, 'set') then
+    keep_at_least(meta, ms)
+  end
+end
+
+-- sem_grant records n permits for hid and returns the new token; the TTL of
+-- hid's session sets how long meta is kept once idle (see common.lua), and
+-- its lock delay is recorded with the permits (it still applies once the
+-- session's lease is gone, see sem_purge).
+local function sem_grant(p, meta, holders, hid, n)
+  local tok = next_token(meta, 'tok')
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ttl', 'ld')
+  local v = n .. ':' .. string.format('%.0f', tok)
+  if l[2] and l[2] ~= '0' then
+    v = v .. ':' .. l[2]
+  end
+  redis.call('HSET', holders, hid, v)
+  redis.call('HINCRBY', meta, 'used', n)
+  redis.call('HSET', meta, 'i', idle_ms(l[1]))
+  sem_keep(meta, holders, held_ms(l[1], l[2]))
+  return tok
+end
+
+-- sem_idle lets meta expire when nobody holds a permit and nobody waits
+-- (the holders hash and the queue are gone when empty), unless an operator
+-- set the limit: that limit is configuration and stays until cleared. A
+-- running lock delay keeps meta until it ends.
+local function sem_idle(meta, holders, q)
+  if redis.call('EXISTS', holders, q) == 0 then
+    local m = redis.call('HMGET', meta, 'set', 'i', 'delay')
+    if not m[1] then
+      local _, _, last = sem_delays(m[3])
+      expire_idle(meta, m[2], last > 0 and last)
+    end
+  end
+end
+
+-- sem_serve grants permits to the queued live waiters in order while they
+-- fit. The first one that does not fit stops the walk: a large request is
+-- never starved by smaller ones behind it. A head asking for more than the
+-- limit (SetLimit shrank it) could never be served and would block the
+-- queue for good: it is dropped and told to re-check ("x|<hid>"), and its
+-- re-check fails with a limit mismatch.
+local function sem_serve(p, meta, holders, q, sharded, name)
+  if grace_left(p) ~= 0 then
+    return -- no grants during a restart grace: waiters re-check after it
+  end
+  local limit = tonumber(redis.call('HGET', meta, 'limit') or '0')
+  while true do
+    local e = first_live(p, q)
+    if not e then
+      return
+    end
+    local n = sem_n(e)
+    local hid = sem_hid(e)
+    if n > limit then
+      redis.call('LPOP', q)
+      notify(p, sharded, hid, 'x|' .. hid)
+    elseif sem_fits(p, meta, holders, n) then
+      redis.call('LPOP', q)
+      local tok = sem_grant(p, meta, holders, hid, n)
+      notify(p, sharded, hid, 'g|' .. hid .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+    else
+      return
+    end
+  end
+end
+
+-- sem_held returns the token of hid's grant, or nil.
+local function sem_held(holders, hid)
+  local v = redis.call('HGET', holders, hid)
+  if v then
+    local _, tok = sem_holder(v)
+    return tok
+  end
+  return nil
+end
+
+-- sem_wait returns when waiters should re-check (ms, -1 when unknown): the
+-- smallest remaining lease TTL of the live holders, when the first of them
+-- could expire, or the end of the first running lock delay if sooner.
+local function sem_wait(p, meta, holders)
+  local wait = -1
+  for _, hid in ipairs(redis.call('HKEYS', holders)) do
+    local t = lease_pttl(p, hid)
+    if t > 0 and (wait < 0 or t < wait) then
+      wait = t
+    end
+  end
+  local d = redis.call('HGET', meta, 'delay')
+  if d then
+    local now = now_ms()
+    for e in string.gmatch(d, '(%d+):%d+') do
+      local t = tonumber(e) - now
+      if t > 0 and (wait < 0 or t < wait) then
+        wait = t
+      end
+    end
+  end
+  return wait
+end
+-- rwmutex_lib.lua: helpers for the read-write mutex scripts, included after
+-- common.lua (and by reclaim.lua). A read-write mutex is three keys:
+--   k  {ns}:rw:<name>     hash: w (writer hold id), wld (the writer's lock
+--                         delay, ms), tok (last token), i (idle ms), free (end
+--                         of a lock delay that keeps everyone out, ms), wfree
+--                         (end of one that keeps writers out, ms), q (waiter
+--                         mark, see rw_mark)
+--   r  {ns}:rwr:<name>    hash: reader hold id -> "<lock delay ms>:<token>"
+--   q  {ns}:q:rw:<name>   list of "<hold id>|r" and "<hold id>|w", FIFO
+-- A reader or writer is valid while it is recorded and its session's lease
+-- exists (see common.lua); dead ones are cleared when a script meets them,
+-- and their lock delay starts then: a lost writer's keeps everyone out, a
+-- lost reader's keeps writers out (readers never conflicted with it).
+
+-- rw_entry returns the queue entry of hold id hid.
+local function rw_entry(hid, shared)
+  return hid .. (shared and '|r' or '|w')
+end
+
+-- rw_writer returns the live writer's hold id, or nil; a writer whose lease
+-- is gone is cleared, starting its lock delay.
+local function rw_writer(p, k)
+  local v = redis.call('HMGET', k, 'w', 'wld')
+  if not v[1] then
+    return nil
+  end
+  if alive(p, v[1]) then
+    return v[1]
+  end
+  local ld = tonumber(v[2] or '0')
+  if ld > 0 then
+    redis.call('HSET', k, 'free', string.format('%.0f', now_ms() + ld))
+    keep_at_least(k, ld)
+  end
+  redis.call('HDEL', k, 'w', 'wld')
+  return nil
+end
+
+-- rw_reader returns a live reader's hold id, or nil; readers whose lease is
+-- gone are removed on the way, starting their lock delay for writers.
+local function rw_reader(p, k, r)
+  local all = redis.call('HGETALL', r)
+  local wfree = 0
+  local live = nil
+  for i = 1, #all, 2 do
+    if alive(p, all[i]) then
+      live = all[i]
+      break
+    end
+    local ld = tonumber(string.match(all[i + 1], '^(%d+):') or '0')
+    if ld > 0 then
+      wfree = math.max(wfree, now_ms() + ld)
+    end
+    redis.call('HDEL', r, all[i])
+  end
+  if wfree > 0 and wfree > tonumber(redis.call('HGET', k, 'wfree') or '0') then
+    redis.call('HSET', k, 'wfree', string.format('%.0f', wfree))
+    keep_at_least(k, wfree - now_ms())
+  end
+  return live
+end
+
+-- rw_left returns the ms left until server time until_ms (a string, or
+-- false), 0 when it is past; a past one is removed from field f of k.
+local function rw_left(k, f, until_ms)
+  if not until_ms then
+    return 0
+  end
+  local left = tonumber(until_ms) - now_ms()
+  if left > 0 then
+    return left
+  end
+  redis.call('HDEL', k, f)
+  return 0
+end
+
+-- rw_delay returns the ms left of the lock delays of k: the one that keeps
+-- everyone out, and the longest one that keeps writers out (0 when none).
+local function rw_delay(k)
+  local v = redis.call('HMGET', k, 'free', 'wfree')
+  local all = rw_left(k, 'free', v[1])
+  return all, math.max(all, rw_left(k, 'wfree', v[2]))
+end
+
+-- rw_record_grant stores what every grant stores in k: how long k is kept
+-- once idle (twice the TTL of hid's session). It returns hid's session's
+-- lock delay (ms, a string) and held_ms (see common.lua), how long the
+-- grant keeps the keys at least.
+local function rw_record_grant(p, k, hid)
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ld', 'ttl')
+  redis.call('HSET', k, 'i', idle_ms(l[2]))
+  return l[1] or '0', held_ms(l[2], l[1])
+end
+
+-- rw_grant grants k to hid, shared or exclusive, and returns the new token:
+-- one counter for readers and writers, so every grant's token exceeds every
+-- earlier one on the name.
+local function rw_grant(p, k, r, hid, shared)
+  local ld, held = rw_record_grant(p, k, hid)
+  local tok = next_token(k, 'tok')
+  if shared then
+    redis.call('HSET', r, hid, ld .. ':' .. string.format('%.0f', tok))
+    keep_at_least(r, held)
+  else
+    redis.call('HSET', k, 'w', hid, 'wld', ld)
+  end
+  keep_at_least(k, held)
+  return tok
+end
+
+-- rw_serve grants the head of queue q, in order, as far as it can be
+-- granted now: readers while no writer holds (consecutive readers all in
+-- this one call), a writer only when nobody holds; it stops at the first
+-- entry it cannot grant, so a queued writer keeps later readers out. Dead
+-- waiters are dropped. Each grantee is notified with
+-- "g|<hid>|<token>|<name>", except self (the caller's own entry, or nil),
+-- whose token is returned instead. Nothing is granted during a restart
+-- grace. It returns self's token or nil, and how many it granted.
+local function rw_serve(p, k, r, q, sharded, name, self)
+  if redis.call('LLEN', q) == 0 then
+    return nil, 0
+  end
+  if grace_left(p) ~= 0 then
+    return nil, 0
+  end
+  if rw_writer(p, k) then
+    return nil, 0
+  end
+  local readers = rw_reader(p, k, r) ~= nil -- first: a dead reader's lock delay starts
+  local delay_all, delay_w = rw_delay(k)
+  if delay_all > 0 then
+    return nil, 0
+  end
+  local mine, n = nil, 0
+  while true do
+    local e = redis.call('LINDEX', q, 0)
+    if not e then
+      break
+    end
+    local hid, mode = string.match(e, '^(.+)|([rw])$')
+    if not alive(p, hid) then
+      redis.call('LPOP', q)
+    else
+      local shared = mode == 'r'
+      if not shared and (readers or delay_w > 0) then
+        break
+      end
+      redis.call('LPOP', q)
+      local tok = rw_grant(p, k, r, hid, shared)
+      n = n + 1
+      if e == self then
+        mine = tok
+      else
+        notify(p, sharded, hid, 'g|' .. hid .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+      end
+      if not shared then
+        break
+      end
+      readers = true
+    end
+  end
+  return mine, n
+end
+
+-- rw_idle lets k expire when nobody holds it and nobody waits (the readers
+-- hash and the queue are gone when empty; a dead reader left in the hash is
+-- cleared first).
+local function rw_idle(p, k, r, q)
+  if redis.call('HEXISTS', k, 'w') == 1 or redis.call('LLEN', q) > 0 then
+    return
+  end
+  if redis.call('EXISTS', r) == 1 and rw_reader(p, k, r) then
+    return
+  end
+  local v = redis.call('HMGET', k, 'i', 'free', 'wfree')
+  local free = math.max(tonumber(v[2] or '0'), tonumber(v[3] or '0'))
+  if free == 0 then
+    free = false
+  end
+  expire_idle(k, v[1], free)
+end
+
+-- rw_mark keeps the waiter mark 'q' of k in step with queue q: set while q
+-- holds an entry, cleared once it is empty. The fast paths of the acquire
+-- and release scripts trust the mark instead of reading the queue, so every
+-- script that may have changed q or recreated k's token ends with rw_mark
+-- when it takes the full path (the fast paths set the mark with their RPUSH
+-- and clear it when they find q empty). A stale mark only sends a call down
+-- the full path. The mark lives in k next to 'tok', and the fast paths need
+-- 'tok': if k expires with waiters queued, mark and token vanish together.
+-- A k created here (waiters queued while k is gone, as during a restart
+-- grace) gets an idle time of ttl (the caller's lease TTL in ms, or nil),
+-- so that it can expire.
+local function rw_mark(k, q, ttl)
+  if redis.call('LLEN', q) == 0 then
+    redis.call('HDEL', k, 'q')
+    return
+  end
+  redis.call('HSET', k, 'q', '1')
+  if redis.call('HEXISTS', k, 'i') == 0 then
+    redis.call('HSET', k, 'i', idle_ms(ttl))
+    keep_at_least(k, tonumber(idle_ms(ttl)))
+  end
+end
+
+-- rw_wait returns a hint (ms) of how long until k may change hands: the
+-- remaining lease TTL of the live writer or of a live reader, a lock delay
+-- left, or 1000 when none is known. Waiters use it only for their fallback
+-- re-check.
+local function rw_wait(p, k, r)
+  local w = rw_writer(p, k)
+  if w then
+    return lease_pttl(p, w)
+  end
+  local rd = rw_reader(p, k, r)
+  if rd then
+    return lease_pttl(p, rd)
+  end
+  local _, wd = rw_delay(k)
+  if wd > 0 then
+    return wd
+  end
+  return 1000
+end
+
+-- rw_reclaim recreates, after Redis lost its data, hold hid of session
+-- lease (shared or not) on k and r with token tok, unless a live session
+-- holds it in a conflicting way. ttl and ld are the session's, in ms
+-- (strings). It reports whether hid holds it now.
+local function rw_reclaim(p, k, r, hid, tok, shared, ttl, ld)
+  local ok = false
+  local w = redis.call('HGET', k, 'w')
+  if shared then
+    if redis.call('HEXISTS', r, hid) == 1 then
+      ok = true
+    elseif not (w and alive(p, w)) then
+      redis.call('HDEL', k, 'w', 'wld')
+      redis.call('HSET', r, hid, ld .. ':' .. string.format('%.0f', tok))
+      ok = true
+    end
+  elseif w == hid then
+    ok = true
+  elseif not (w and alive(p, w)) and not rw_reader(p, k, r) then
+    redis.call('HSET', k, 'w', hid, 'wld', ld)
+    ok = true
+  end
+  if ok then
+    redis.call('HSET', k, 'i', string.format('%.0f', 2 * tonumber(ttl)))
+    keep_at_least(k, held_ms(ttl, ld))
+    if shared then
+      keep_at_least(r, held_ms(ttl, ld))
+    end
+  end
+  if tok > tonumber(redis.call('HGET', k, 'tok') or '0') then
+    redis.call('HSET', k, 'tok', string.format('%.0f', tok))
+  end
+  rw_mark(k, p .. 'q:rw:' .. string.sub(k, #p + 4), ttl)
+  return ok
+end
+-- epoch_lib.lua: helpers of the scripts that open, renew, reclaim and
+-- verify a session (see scripts.go); not a script of its own.
+
+-- epoch_grace returns the restart grace (ms, a number) recorded in epoch
+-- marker value v ("<until>|<grace>"), or nil when none is recorded.
+local function epoch_grace(v)
+  local g = string.match(v or '', '|(%d+)$')
+  return g and tonumber(g)
+end
+
+-- repl_id returns the replication id of the server running the script
+-- (master_replid of INFO replication): it changes when a replica is
+-- promoted and when a server restarts, so a session that sees it change
+-- checks that Redis still records its holds (see verify.lua). "" when the
+-- server does not tell (an ACL user without +info, miniredis).
+local function repl_id()
+  local info = redis.pcall('INFO', 'replication')
+  if type(info) == 'string' then
+    return string.match(info, 'master_replid:(%w+)') or ''
+  end
+  return ''
+end
+local p = ARGV[1]
+if redis.call('PEXPIRE', KEYS[1], ARGV[3]) == 1 then
+  return {RECLAIM_NONE}
+end
+local epoch = redis.call('GET', KEYS[2])
+local grace = grace_left(p, epoch)
+if grace < 0 then
+  return {R_EPOCH_MISSING}
+elseif grace == 0 then
+  return {R_NOT_RECLAIMABLE}
+end
+-- 'g': a grace is pending (see check_caller).
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'ttl', ARGV[3], 'ld', ARGV[4], 'g', '1')
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+-- Every reclaimed resource's keys are kept at least held_ms, as by a grant
+-- (see common.lua); the session's heartbeat keeps them from then on.
+local held = held_ms(ARGV[3], ARGV[4])
+
+local function keep_max(k, f, tok)
+  local last = tonumber(redis.call('HGET', k, f) or '0')
+  if tok > last then
+    redis.call('HSET', k, f, string.format('%.0f', tok))
+  end
+end
+
+local function single(k, hid, tok)
+  local cur = redis.call('HGET', k, 'hid')
+  if cur == hid then
+    keep_at_least(k, held)
+    return true
+  end
+  if cur and alive(p, cur) then
+    keep_max(k, 'tok', tok) -- the stored token stays the highest one known
+    return false
+  end
+  redis.call('HSET', k, 'hid', hid, 'i', string.format('%.0f', 2 * tonumber(ARGV[3])))
+  keep_at_least(k, held)
+  if ARGV[4] ~= '0' then
+    redis.call('HSET', k, 'ld', ARGV[4])
+  end
+  keep_max(k, 'tok', tok)
+  return true
+end
+
+-- mutex is single for a mutex string (see mutex_lib.lua).
+local function mutex(m, q, hid, tok)
+  local st = m_load(m)
+  local ok = true
+  if st.hid ~= hid then
+    if st.hid and alive(p, st.hid) then
+      ok = false
+    else
+      st.hid, st.i, st.ld = hid, string.format('%.0f', 2 * tonumber(ARGV[3])), ARGV[4]
+    end
+  end
+  if ok then
+    st.held = held
+  end
+  if tok > tonumber(st.tok or '0') then
+    st.tok = string.format('%.0f', tok) -- the stored token stays the highest one known
+  end
+  m_save(m, q, st)
+  return ok
+end
+
+local lost = {RECLAIM_LOST, epoch_grace(epoch) or 0}
+for i = 5, #ARGV, 6 do
+  local kind, name, hid, tok, n, extra = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5]
+  local ok = false
+  if kind == 'm' then
+    ok = mutex(p .. K_MUTEX .. name, p .. K_QUEUE .. 'm:' .. name, hid, tok)
+  elseif kind == 'el' then
+    local k = p .. K_ELECTION .. name
+    ok = single(k, hid, tok)
+    if ok then
+      redis.call('HSET', k, 'val', extra)
+    end
+  elseif kind == 'sem' then
+    local meta, holders = p .. K_SEMAPHORE .. name, p .. K_SEMAPHORE_HOLDERS .. name
+    if redis.call('HEXISTS', holders, hid) == 1 then
+      ok = true
+      sem_keep(meta, holders, held)
+    else
+      if not redis.call('HGET', meta, 'limit') then
+        redis.call('HSET', meta, 'limit', extra)
+      end
+      local limit = tonumber(redis.call('HGET', meta, 'limit'))
+      if sem_purge(p, meta, holders) + n <= limit then
+        -- The holder's lock delay, if any, as sem_grant records it.
+        redis.call('HSET', holders, hid, n .. ':' .. string.format('%.0f', tok) .. (ARGV[4] ~= '0' and ':' .. ARGV[4] or ''))
+        redis.call('HINCRBY', meta, 'used', n)
+        redis.call('HSET', meta, 'i', string.format('%.0f', 2 * tonumber(ARGV[3])))
+        sem_keep(meta, holders, held)
+        keep_max(meta, 'tok', tok)
+        ok = true
+      end
+    end
+  elseif kind == 'rw' then
+    ok = rw_reclaim(p, p .. K_RWMUTEX .. name, p .. K_RWMUTEX_READERS .. name, hid, tok, extra == 'r', ARGV[3], ARGV[4])
+  elseif kind == 'pool' then
+    local b = p .. K_POOL .. name .. ':'
+    local cur = redis.call('HGET', b .. 'h', extra)
+    if cur == hid then
+      ok = true
+    elseif not (cur and alive(p, cur)) then
+      local sid = sid_of(hid)
+      redis.call('ZREM', b .. 'f', extra)
+      redis.call('HSET', b .. 'h', extra, hid)
+      redis.call('HINCRBY', b .. 's', sid, 1)
+      if ARGV[4] ~= '0' then -- the lock delay, as pool_grant records it
+        redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, extra, '~ld', ARGV[4])
+      else
+        redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, extra)
+      end
+      keep_max(b .. 't', extra, tok)
+      ok = true
+    end
+  end
+  if not ok then
+    lost[#lost + 1] = hid
+  end
+end
+return lost

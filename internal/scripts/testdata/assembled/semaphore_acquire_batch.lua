@@ -1,0 +1,123 @@
+local R_GRANTED, R_SLOW, REL_FREED = 1, -9, 1
+-- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
+-- first in those scripts and in the batch scripts only (see scripts.go,
+-- batch.go), so it must stay small.
+
+-- new_token returns the next fencing token after last (a stored token, or
+-- false), as a string and as a number: max(last + 1, server time in µs),
+-- the rule of next_token in common.lua. The clock is what keeps tokens
+-- increasing when the stored token went back: a restart from an older
+-- snapshot, a failover to a replica that missed writes. The string is built
+-- from TIME's reply, so the common case formats no float. The clock is read
+-- once per call: a batch script's tokens are of different mutexes, or
+-- above the last one anyway.
+local now_s, now_n
+local function new_token(last)
+  if not now_s then
+    local t = redis.call('TIME')
+    now_s = t[1] .. string.sub('00000' .. t[2], -6)
+    now_n = tonumber(now_s)
+  end
+  if last then
+    local l = tonumber(last) + 1
+    if l > now_n then
+      return string.format('%.0f', l), l
+    end
+  end
+  return now_s, now_n
+end
+-- semaphore_acquire_batch.lua: the fast path of semaphore_acquire.lua
+-- (sem_acquire_fast, semaphore_fast.lua) for several acquire attempts of
+-- one session at once (see batch.go): one call and one read of the
+-- caller's lease for all of them.
+-- KEYS[1] the caller's lease {ns}:s:<sid>, then per attempt meta, holders
+-- and queue (as semaphore_acquire.lua's KEYS[1..3])
+-- ARGV per attempt: hold id, n, the caller's limit (semaphore_acquire.lua's
+-- ARGV[2], ARGV[6], ARGV[7])
+-- Returns one reply per attempt, in order: the fast path's grant, or
+-- {R_SLOW} for an attempt it does not cover (no lease with g = "0", a
+-- withdrawn hold id, or anything sem_acquire_fast leaves to the full
+-- path): the client then sends semaphore_acquire.lua for that one alone.
+-- An attempt answered {R_SLOW} changed nothing.
+-- semaphore_fast.lua: the fast paths of semaphore_acquire.lua and
+-- semaphore_release.lua, included by them before their helpers (see
+-- scripts.go) and by their batch scripts (see batch.go), which run them
+-- for several calls of one session at once. Each returns a reply, or nil
+-- when the full path must decide; nil means nothing was changed.
+
+-- sem_acquire_fast grants n permits (string n_s) to hid as sem_grant would,
+-- when that takes nothing else: the stored limit is the caller's, hid holds
+-- nothing yet, the permits fit without purging dead holders, the semaphore
+-- has a token and nobody waits. The caller checked hid's lease: it exists
+-- with no grace pending (g = "0", see check_caller) and hid is not
+-- withdrawn; ttl and ld are the lease's fields.
+local function sem_acquire_fast(meta, holders, q, hid, n_s, limit, ttl, ld)
+  local st = redis.call('HMGET', meta, 'limit', 'used', 'tok', 'set')
+  local n, used = tonumber(n_s), tonumber(st[2] or '0')
+  if st[1] ~= limit or not st[3] or used + n > tonumber(st[1]) or redis.call('LLEN', q) ~= 0 then
+    return nil
+  end
+  local tok, t = new_token(st[3])
+  -- The value records the lock delay, if any, as sem_grant does. HSETNX
+  -- writes nothing when hid holds permits already (a retried grant, which
+  -- the full path answers).
+  local v = n_s .. ':' .. tok
+  if ld and ld ~= '0' then
+    v = v .. ':' .. ld
+  end
+  if redis.call('HSETNX', holders, hid, v) == 0 then
+    return nil
+  end
+  redis.call('HSET', meta, 'tok', tok, 'i', 2 * ttl, 'used', used + n)
+  -- Keep both keys at least held_ms, never less (sem_keep in
+  -- semaphore_lib.lua, spelled out: the helpers do not exist yet). meta
+  -- has an expiry here (it had a token, so a grant or a release gave it
+  -- one), unless an operator set the limit: it keeps none then.
+  local held = 2 * ttl + ld
+  if redis.call('PEXPIRE', holders, held, 'NX') == 0 then
+    redis.call('PEXPIRE', holders, held, 'GT')
+  end
+  if not st[4] then
+    redis.call('PEXPIRE', meta, held, 'GT')
+  end
+  return {R_GRANTED, t}
+end
+
+-- sem_release_fast returns the n permits (string n_s, as granted) of hid
+-- when that takes nothing else: hid holds them, nobody waits (sem_serve
+-- would grant nothing), and no lock delay is recorded (one might be
+-- running when the release leaves the semaphore idle, which sem_idle sees
+-- to). "used" counts exactly the permits of the recorded holders when no
+-- lock delay is recorded (see semaphore_lib.lua), so it tells whether the
+-- release left the semaphore idle.
+local function sem_release_fast(meta, holders, q, hid, n_s)
+  if redis.call('LLEN', q) ~= 0 then
+    return nil
+  end
+  local m = redis.call('HMGET', meta, 'i', 'set', 'delay')
+  if (m[3] and not m[2]) or redis.call('HDEL', holders, hid) == 0 then
+    return nil
+  end
+  if redis.call('HINCRBY', meta, 'used', '-' .. n_s) <= 0 and m[1] and not m[2] then
+    -- Idle now: kept 'i' ms (see common.lua), or for good when an
+    -- operator set the limit.
+    redis.call('PEXPIRE', meta, m[1])
+  end
+  return REL_FREED
+end
+local n = #ARGV / 3
+local fields = {'g', 'ttl', 'ld'}
+for i = 1, n do
+  fields[i + 3] = 'x:' .. ARGV[3 * i - 2]
+end
+local lease = redis.call('HMGET', KEYS[1], unpack(fields))
+local out = {}
+for i = 1, n do
+  local r
+  if lease[1] == '0' and not lease[i + 3] then
+    r = sem_acquire_fast(KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1],
+      ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i], lease[2], lease[3])
+  end
+  out[i] = r or {R_SLOW}
+end
+return out
