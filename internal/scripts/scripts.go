@@ -15,14 +15,17 @@
 // functions that go above "--@helpers" (semaphore_fast.lua, pool_core.lua)
 // or, where a call would cost the hot path, statement text included where
 // it runs: the single script's top level, the batch script's loop
-// (mutex_acquire_fast.lua, mutex_release_fast.lua). testdata/assembled holds every script as Redis
-// runs it (TestGolden). No script text is ever built from input, every
-// varying value goes through KEYS or ARGV.
+// (mutex_acquire_fast.lua, mutex_release_fast.lua). testdata/assembled
+// holds every script as Redis runs it (TestGolden). No script text is ever
+// built from input, every varying value goes through KEYS or ARGV.
+// docs/protocol.md specifies the keys, values, scripts and replies.
 //
 // Validity model: a hold is valid while the resource records its hold id and
-// the lease of the session in that id exists. Only the lease has a TTL, so
-// one heartbeat renews every hold of a session in O(1). A grant checks the
-// current holder's lease and treats a holder whose lease is gone as absent.
+// the lease of the session in that id exists. Renewing the lease renews
+// every hold of the session; their keys, which expire later than the
+// lease, need renewing only every few heartbeats (heartbeat.lua: O(1 +
+// revoked + keys)). A grant checks the current holder's lease and treats a
+// holder whose lease is gone as absent.
 package scripts
 
 import (

@@ -94,8 +94,8 @@ if lease[1] == '0' and not lease[2] then
       if holder and holder ~= hid then
         -- Held by a live session: busy, the same reply as busy() in
         -- common.lua. (sid_of and prefix_of spelled out: as helpers in
-        -- fastpath.lua they cost each lock+release 3k more Redis
-        -- instructions, measured with callgrind.)
+        -- fastpath.lua they would cost every lock+release a closure each,
+        -- see docs/performance.md.)
         p = p or string.match(m, '^{[^}]*}:')
         local wait = redis.call('PTTL', p .. K_LEASE .. sid)
         if wait > 0 then
@@ -427,9 +427,8 @@ end
 -- (mutex_acquire_fast.lua, mutex_release_fast.lua, shared by the single
 -- and the batch scripts) run before any function exists and read and
 -- build the string with anchored matches and concatenation instead: a
--- function there is a closure created on every call (about 0.8k Redis
--- instructions, measured with callgrind), which the fast paths exist to
--- avoid. TestBatchScriptsMatchSingle, TestMutexWaiterMark and
+-- function there is a closure created on every call (its cost is in
+-- docs/performance.md, "callgrind"), which the fast paths exist to avoid. TestBatchScriptsMatchSingle, TestMutexWaiterMark and
 -- TestMutexOlderLayout keep the two in step.
 
 -- m_decode returns the fields of mutex string v as a table, false where

@@ -107,8 +107,8 @@ for i = 1, n do
         if holder and holder ~= hid then
           -- Held by a live session: busy, the same reply as busy() in
           -- common.lua. (sid_of and prefix_of spelled out: as helpers in
-          -- fastpath.lua they cost each lock+release 3k more Redis
-          -- instructions, measured with callgrind.)
+          -- fastpath.lua they would cost every lock+release a closure each,
+          -- see docs/performance.md.)
           p = p or string.match(m, '^{[^}]*}:')
           local wait = redis.call('PTTL', p .. K_LEASE .. sid)
           if wait > 0 then

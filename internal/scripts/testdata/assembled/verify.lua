@@ -299,9 +299,8 @@ end
 -- (mutex_acquire_fast.lua, mutex_release_fast.lua, shared by the single
 -- and the batch scripts) run before any function exists and read and
 -- build the string with anchored matches and concatenation instead: a
--- function there is a closure created on every call (about 0.8k Redis
--- instructions, measured with callgrind), which the fast paths exist to
--- avoid. TestBatchScriptsMatchSingle, TestMutexWaiterMark and
+-- function there is a closure created on every call (its cost is in
+-- docs/performance.md, "callgrind"), which the fast paths exist to avoid. TestBatchScriptsMatchSingle, TestMutexWaiterMark and
 -- TestMutexOlderLayout keep the two in step.
 
 -- m_decode returns the fields of mutex string v as a table, false where
