@@ -109,7 +109,7 @@ local function el_handoff(p, k, q, c, sharded, name, ch)
     local val = redis.call('HGET', c, nxt)
     if val then
       local tok = el_grant(p, k, c, nxt, val, sharded, ch)
-      notify(p, sharded, nxt, 'g|' .. nxt .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+      notify(p, sharded, nxt, 'g', tok, name)
       return nxt
     end
     nxt = el_first_live(p, q, c)

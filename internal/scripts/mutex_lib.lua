@@ -75,7 +75,7 @@ local function m_handoff(p, st, q, sharded, name)
   end
   redis.call('LPOP', q)
   local tok = m_grant(p, st, nxt)
-  notify(p, sharded, nxt, 'g|' .. nxt .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+  notify(p, sharded, nxt, 'g', tok, name)
   return nxt
 end
 

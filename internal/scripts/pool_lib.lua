@@ -158,7 +158,7 @@ local function pool_serve(p, b, q, sharded, name)
           if not pool_is_member(b, key) then
             -- No longer a member: tell the waiter to re-check (it then fails).
             redis.call('LREM', q, 1, e)
-            notify(p, sharded, hid, 'x|' .. hid)
+            notify(p, sharded, hid, 'x')
           end
           key = nil
         end
@@ -173,7 +173,7 @@ local function pool_serve(p, b, q, sharded, name)
       if key then
         redis.call('LREM', q, 1, e)
         local tok = pool_grant(p, b, key, hid)
-        notify(p, sharded, hid, 'g|' .. hid .. '|' .. string.format('%.0f', tok) .. '|' .. key)
+        notify(p, sharded, hid, 'g', tok, key)
         granted = granted + 1
       end
     end

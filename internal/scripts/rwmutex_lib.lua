@@ -151,7 +151,7 @@ local function rw_serve(p, k, r, q, sharded, name, self)
       if e == self then
         mine = tok
       else
-        notify(p, sharded, hid, 'g|' .. hid .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+        notify(p, sharded, hid, 'g', tok, name)
       end
       if not shared then
         break

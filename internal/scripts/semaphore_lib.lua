@@ -165,11 +165,11 @@ local function sem_serve(p, meta, holders, q, sharded, name)
     local hid = sem_hid(e)
     if n > limit then
       redis.call('LPOP', q)
-      notify(p, sharded, hid, 'x|' .. hid)
+      notify(p, sharded, hid, 'x')
     elseif sem_fits(p, meta, holders, n) then
       redis.call('LPOP', q)
       local tok = sem_grant(p, meta, holders, hid, n)
-      notify(p, sharded, hid, 'g|' .. hid .. '|' .. string.format('%.0f', tok) .. '|' .. name)
+      notify(p, sharded, hid, 'g', tok, name)
     else
       return
     end

@@ -57,8 +57,18 @@ local function publish(sharded, ch, msg)
   redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', ch, msg)
 end
 
--- notify publishes msg on the notification channel of hid's session.
-local function notify(p, sharded, hid, msg)
+-- notify publishes on the notification channel of hid's session the
+-- message of kind: "g|<hid>|<tok>|<res>" when hid was granted token tok of
+-- resource res ('g'), "r|<hid>" when it was taken away ('r'), "x|<hid>"
+-- when its pool member was removed while it waited ('x'). It is the one
+-- encoder of these messages (internal/lease decodes them), but for the
+-- hand-offs of the closure-free fast paths (mutex_release_fast.lua,
+-- rwmutex_release.lua), which spell the grant out.
+local function notify(p, sharded, hid, kind, tok, res)
+  local msg = kind .. '|' .. hid
+  if tok then
+    msg = msg .. '|' .. string.format('%.0f', tok) .. '|' .. res
+  end
   publish(sharded, p .. K_CHANNEL .. sid_of(hid), msg)
 end
 
@@ -71,7 +81,7 @@ local function revoke(p, sharded, hid)
   local lease = p .. K_LEASE .. sid_of(hid)
   if redis.call('EXISTS', lease) == 1 then
     redis.call('HSET', lease, 'r', (redis.call('HGET', lease, 'r') or '') .. '|' .. hid)
-    notify(p, sharded, hid, 'r|' .. hid)
+    notify(p, sharded, hid, 'r')
   end
 end
 
