@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/hook"
+	"github.com/leasehold/leasehold/internal/jobctx"
 	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/session"
@@ -179,7 +180,7 @@ func (r *runner) claim(ctx context.Context, h *session.Hold, slot time.Time) err
 		r.j.skipped.Add(int64(n))
 		r.log.Warn("schedule: slots skipped", "job", r.j.name, "skipped", n, "after", c.Last, "slot", slot)
 	}
-	fctx, cancel := context.WithCancelCause(h.Context())
+	fctx, cancel := context.WithCancelCause(jobctx.With(h.Context(), r.s, h))
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	ferr := r.fn(fctx, Run{Slot: slot, Token: h.Token()})
 	stop()
