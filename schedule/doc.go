@@ -53,8 +53,10 @@
 // skip: when it ends, the latest slot due runs at once if it is within
 // Grace (RunLatest: however late), and the ones before it are skipped. The
 // skipped slots are counted in Record.Skipped and Job.Skipped, and logged
-// with the session's Logger. A slot is missed when no process can claim it
-// within Grace: all down, or Redis unreachable.
+// with the session's Logger. The same holds for any slot that no process
+// could claim before the next one came due, or within Grace (every process
+// down, Redis unreachable, or a stall of a whole interval): only the latest
+// slot due is ever run, never a backlog.
 //
 // The record lives three of the job's intervals (plus two session TTLs)
 // after the last claim or end of run, renewed by every run; then a job
