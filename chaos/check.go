@@ -80,7 +80,10 @@ type Summary struct {
 	GapAfterMs    float64     `json:"gap_after_ms"`   // ... after the last heal
 	GapBeforeN    int         `json:"gap_before_n"`   // samples of each
 	GapAfterN     int         `json:"gap_after_n"`
-	GapFew        bool        `json:"gap_few"` // too few samples to compare the two
+	GapFew        bool        `json:"gap_few"`        // too few samples to compare the two
+	JobRuns       int         `json:"job_runs"`       // slots of the scheduled job run
+	JobDuplicates int         `json:"job_duplicates"` // slots of it run more than once (violations)
+	JobMissed     int         `json:"job_missed"`     // slots between its first and last run that no run covered
 	Violations    []Violation `json:"violations"`
 	Anomalies     []Violation `json:"anomalies"` // measured in scenarios without a guarantee
 	Unprotected   bool        `json:"unprotected"`
@@ -124,6 +127,7 @@ func Check(p CheckParams, origin int64, evs []Event, ops []Op, s *Summary) {
 	c.store(ops)
 	c.liveness()
 	c.reclaims()
+	c.jobSlots()
 	slices.SortFunc(s.Violations, func(a, b Violation) int { return cmp.Compare(a.T, b.T) })
 	slices.SortFunc(s.Anomalies, func(a, b Violation) int { return cmp.Compare(a.T, b.T) })
 }
@@ -755,5 +759,33 @@ func (c *checker) reclaims() {
 				c.s.KeptAcross++
 			}
 		}
+	}
+}
+
+// jobSlots: no slot of the scheduled job runs twice (overlapping runs are
+// exclusive's, token order tokens'); slots that no run covered between the
+// first run and the last are counted, not judged: a slot is missed when no
+// process could claim it in time, e.g. during a fault.
+func (c *checker) jobSlots() {
+	seen := map[string]*hold{}
+	var slots []time.Time
+	for _, h := range c.byRes[Job+"/"+jobName] {
+		if o := seen[h.grant.Detail]; o != nil {
+			c.s.JobDuplicates++
+			c.violate("slot", h.grant.T, "job slot %s ran twice: %s, then %s", h.grant.Detail, c.describe(o), c.describe(h))
+			continue
+		}
+		seen[h.grant.Detail] = h
+		t, err := time.Parse(time.RFC3339, h.grant.Detail)
+		if err != nil {
+			c.violate("slot", h.grant.T, "job run %s: bad slot %q", c.describe(h), h.grant.Detail)
+			continue
+		}
+		slots = append(slots, t)
+	}
+	c.s.JobRuns = len(seen)
+	slices.SortFunc(slots, time.Time.Compare)
+	for i := 1; i < len(slots); i++ {
+		c.s.JobMissed += int(slots[i].Sub(slots[i-1])/time.Second) - 1
 	}
 }

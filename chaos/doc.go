@@ -18,6 +18,9 @@
 //     granted to no one within LockDelay of its deadline when its session
 //     was lost, also when its process was stopped;
 //   - fencing tokens strictly increase per resource;
+//   - every holder process runs one scheduled job (package schedule,
+//     @every 1s): no slot runs twice, its runs never overlap, and the slots
+//     no run covered are counted;
 //   - every hold's context is canceled no later than the send time of its
 //     session's last confirmed heartbeat + TTL (Session.Deadline, sampled);
 //   - a fenced store that rejects stale tokens loses no update, and no write it

@@ -393,11 +393,11 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	t.Logf("summary %s: %d grants, %d store ops, %d faults, %d holds lost, %d sessions lost, reclaimed %d (not %d; metrics %.0f/%.0f), "+
 		"held/kept/lost across restarts %d/%d/%d, %d stale ops refused, %d pause overlaps, %d read overlaps, %d late ops accepted, "+
 		"latest cancel %+.1fms vs sendTime+TTL (%d late cancels excused by stalls, longest stall %.0fms), recovery %.0fms, "+
-		"%d overlaps (longest %.1fms), %d violations, %d anomalies",
+		"%d overlaps (longest %.1fms), job slots run/duplicated/missed %d/%d/%d, %d violations, %d anomalies",
 		s.Scenario, s.Grants, s.StoreOps, s.Faults, s.Losses, s.SessionsLost, s.Reclaimed, s.ReclaimLost,
 		s.MetReclaimed, s.MetReclaimLst, s.HeldAcross, s.KeptAcross, s.LostAcross, s.StaleRejected, s.PauseOverlaps,
 		s.ReadOverlaps, s.LateAccepted, s.MaxCancelMs, s.StallExcused, s.MaxStallMs, s.RecoveryMs,
-		s.Overlaps, s.MaxOverlapMs, len(s.Violations), len(s.Anomalies))
+		s.Overlaps, s.MaxOverlapMs, s.JobRuns, s.JobDuplicates, s.JobMissed, len(s.Violations), len(s.Anomalies))
 	for i, v := range append(s.Violations, s.Anomalies...) {
 		if i == 20 {
 			t.Logf("... %d more", len(s.Violations)+len(s.Anomalies)-20)

@@ -38,7 +38,7 @@ const (
 )
 
 // AllKinds lists every primitive.
-var AllKinds = []string{Mutex, Semaphore, Pool, Election, RWMutex}
+var AllKinds = []string{Mutex, Semaphore, Pool, Election, RWMutex, Job}
 
 // helperEnv carries a holder process's WorkerConfig, as JSON.
 const helperEnv = "LEASEHOLD_CHAOS_HELPER"
@@ -148,6 +148,10 @@ func runHelper(cfg WorkerConfig) int {
 	for i, kind := range cfg.Kinds {
 		w := &worker{cfg: cfg, kind: kind, em: em, sm: sm, store: fence.New(store, storeName),
 			rnd: rand.New(rand.NewPCG(cfg.Seed, uint64(i)))}
+		if kind == Job {
+			wg.Go(func() { w.runJob(ctx) })
+			continue
+		}
 		wg.Go(func() { w.run(ctx) })
 	}
 	wg.Wait()

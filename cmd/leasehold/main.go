@@ -41,6 +41,10 @@ Commands:
   elect NAME -- CMD [ARGS...]         run CMD while leading election NAME
   pool acquire NAME -- CMD [ARGS...]  run CMD holding a free member of pool NAME
                                       (the member is in $LEASEHOLD_MEMBER)
+  cron NAME --schedule SPEC -- CMD [ARGS...]
+                                      run CMD once per slot of cron SPEC, on whichever
+                                      process wins the slot (in $LEASEHOLD_SLOT)
+  jobs [--json] [NAME]                scheduled jobs and their latest runs
   status [--json]                     sessions, mutexes, semaphores, pools, elections
   reset NAME [--yes]                  force-release mutex NAME (or an election's leader)
   reset --all [--yes]                 force-release every held mutex
@@ -131,6 +135,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdSem(ctx, g, cargs, stdout)
 	case "elect":
 		err = cmdElect(ctx, g, cargs, stdout)
+	case "cron":
+		err = cmdCron(ctx, g, cargs, stdout)
+	case "jobs":
+		err = cmdJobs(ctx, g, cargs, stdout)
 	case "status":
 		err = cmdStatus(ctx, g, cargs, stdout)
 	case "reset":

@@ -332,7 +332,7 @@ func parseRunner(c *command, args []string, stdout io.Writer) (string, []string,
 	case !hasCmd || len(argv) == 0:
 		return "", nil, c.usageErr("no command: put it after \"--\"")
 	}
-	kind := map[string]string{"lock": "mutex", "rlock": "rwmutex", "sem": "semaphore", "elect": "election", "pool acquire": "pool"}[c.name]
+	kind := map[string]string{"lock": "mutex", "rlock": "rwmutex", "sem": "semaphore", "elect": "election", "pool acquire": "pool", "cron": "job"}[c.name]
 	if err := checkName(kind, pos[0]); err != nil {
 		return "", nil, err
 	}

@@ -50,3 +50,10 @@ func expand(text string, seen map[string]bool) string {
 		return inc
 	})
 }
+
+// bare returns text with its includes expanded and the protocol constants
+// it names declared first, and nothing else: no common.lua.
+func bare(text string) string {
+	text = expand(text, map[string]bool{})
+	return protocolLocals(text, map[string]bool{}) + text
+}

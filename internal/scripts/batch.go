@@ -19,10 +19,7 @@ var (
 // fastOnly returns the script of Lua file name, which is all fast path:
 // fastpath.lua first, without common.lua's helpers (each a closure Redis
 // would create on every call, see join), its includes resolved.
-func fastOnly(name string) string {
-	text := expand("--@include fastpath.lua\n"+luaFile(name), map[string]bool{})
-	return protocolLocals(text, map[string]bool{}) + text
-}
+func fastOnly(name string) string { return bare("--@include fastpath.lua\n" + luaFile(name)) }
 
 // Batching: a session's overlapping acquires of one kind (and apart its
 // releases) go to Redis as one call of the kind's batch script, which runs

@@ -2,7 +2,6 @@ package scripts
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 	"time"
@@ -11,21 +10,19 @@ import (
 )
 
 // The scripts of package flight (distributed singleflight). They use none of
-// common.lua's helpers, so they are built without them.
+// common.lua's helpers, so they are built without them (alone: only their
+// own includes).
 var (
-	//go:embed flight_get.lua
-	flightGetLua string
-	//go:embed flight_store.lua
-	flightStoreLua string
-	//go:embed flight_forget.lua
-	flightForgetLua string
-
 	// flight_get only reads, but calls TIME, which miniredis (the
 	// leaseholdtest server) refuses in EVAL_RO: it runs as a plain script.
-	flightGet    = newScript(flightGetLua, false)
-	flightStore  = newScript(flightStoreLua, false)
-	flightForget = newScript(flightForgetLua, false)
+	flightGet    = newScript(alone("flight_get.lua"), false)
+	flightStore  = newScript(alone("flight_store.lua"), false)
+	flightForget = newScript(alone("flight_forget.lua"), false)
 )
+
+// alone returns the script of Lua file name with its includes and the
+// protocol constants it names, without common.lua.
+func alone(name string) string { return bare(luaFile(name)) }
 
 // Flight is the hash {ns}:f:<name> caching the outcome of one flight key
 // (name is "<group>:<key>"): value v, its token vt and fresh-until instant vx

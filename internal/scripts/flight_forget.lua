@@ -8,10 +8,11 @@
 -- Returns 1 when an outcome was dropped, 0 when there was none.
 local had = redis.call('HEXISTS', KEYS[1], 'v') + redis.call('HEXISTS', KEYS[1], 'e')
 redis.call('DEL', KEYS[1])
--- The mutex string "<hid>|<tok>|..." (see mutex_lib.lua).
-local holder, tok = string.match(redis.call('GET', KEYS[2]) or '', '^([^|]*)|([^|]*)|')
-if holder and holder ~= '' and tok ~= '' then
-  redis.call('HSET', KEYS[1], 'f', tok)
+--@include mutex_value.lua
+local m = redis.call('GET', KEYS[2])
+local st = m and m_decode(m)
+if st and st.hid and st.tok then
+  redis.call('HSET', KEYS[1], 'f', st.tok)
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
 end
 if had > 0 then

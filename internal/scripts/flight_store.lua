@@ -13,8 +13,9 @@
 -- higher token is stored already; -2 when the entry was forgotten (Forget)
 -- after this hold was granted. Nothing is written unless it returns 1.
 local e, hid = KEYS[1], ARGV[1]
--- The mutex string "<hid>|..." (see mutex_lib.lua).
-if string.match(redis.call('GET', KEYS[2]) or '', '^([^|]*)|') ~= hid or redis.call('EXISTS', KEYS[3]) == 0 then
+--@include mutex_value.lua
+local m = redis.call('GET', KEYS[2])
+if not m or m_decode(m).hid ~= hid or redis.call('EXISTS', KEYS[3]) == 0 then
   return 0
 end
 local tok = tonumber(ARGV[2])

@@ -22,6 +22,8 @@ const (
 	keyElection         = "el:"
 	keyRWMutex          = "rw:"
 	keyRWMutexReaders   = "rwr:"
+	keyJob              = "job:"  // a scheduled job's record (schedule.go)
+	keyJobHistory       = "jobh:" // its runs
 )
 
 // Keys builds every Redis key and channel name of one namespace. All of them

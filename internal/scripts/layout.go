@@ -31,6 +31,10 @@ type Listing struct {
 // {ns}:s:<sid>; Name returns the session id.
 func (k Keys) Sessions() Listing { return Listing{base: k.Prefix + keyLease} }
 
+// Jobs lists the scheduled jobs of the namespace by their records
+// {ns}:job:<name> (see Keys.Job); Name returns the job's name.
+func (k Keys) Jobs() Listing { return Listing{base: k.Prefix + keyJob} }
+
 // Listing lists the resources of kind by the one key each has while it
 // exists: {ns}:m:<name>, {ns}:sem:<name>, {ns}:el:<name>, {ns}:rw:<name>;
 // a pool, which has several keys, by its free and held keys (PoolFree,

@@ -141,6 +141,9 @@ func TestProtocolDocKeys(t *testing.T) {
 		k.RWMutexReaders("<name>"),
 		k.Flight("<group>:<key>"),
 		k.Mutex(FlightMutex("<group>:<key>")),
+		k.Job("<name>"),
+		k.JobHistory("<name>"),
+		k.Mutex(JobMutex("<name>")),
 	}
 	for _, kind := range []Kind{Mutex, Semaphore, Pool, Election, RWMutex} {
 		built = append(built, k.Queue(kind, "<name>"))

@@ -40,4 +40,7 @@ var registry = map[string]*Script{
 	"flight_get.lua":              flightGet,
 	"flight_store.lua":            flightStore,
 	"flight_forget.lua":           flightForget,
+	"schedule_claim.lua":          scheduleClaim,
+	"schedule_finish.lua":         scheduleFinish,
+	"schedule_read.lua":           scheduleRead,
 }
