@@ -567,20 +567,43 @@ func (t table) row(cells ...string) {
 	t.b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 }
 
+// markdown renders the report: the targets, then a section per scenario
+// run.
 func (h *harness) markdown() string {
 	var b strings.Builder
+	h.headerMarkdown(&b)
+	h.targetsMarkdown(&b)
+	h.uncontendedMarkdown(&b)
+	h.contendedMarkdown(&b)
+	h.tryLockMarkdown(&b)
+	h.heartbeatMarkdown(&b)
+	h.memoryMarkdown(&b)
+	h.flightMarkdown(&b)
+	h.scaleMarkdown(&b)
+	h.lossMarkdown(&b)
+	h.errorsMarkdown(&b)
+	h.rwMarkdown(&b)
+	h.contendersMarkdown(&b)
+	return b.String()
+}
+
+// headerMarkdown is the title, the machine and the run, and how to read
+// the ratios.
+func (h *harness) headerMarkdown(b *strings.Builder) {
 	e, c := h.res.Env, h.cfg
-	fmt.Fprintf(&b, "# leasehold bench (%s mode)\n\n", modeName(c))
-	fmt.Fprintf(&b, "%s · %s · %d CPUs (GOMAXPROCS %d) · %s · Redis %s · %s · %d rounds, medians · took %s\n\n",
+	fmt.Fprintf(b, "# leasehold bench (%s mode)\n\n", modeName(c))
+	fmt.Fprintf(b, "%s · %s · %d CPUs (GOMAXPROCS %d) · %s · Redis %s · %s · %d rounds, medians · took %s\n\n",
 		e.Date, e.CPU, e.NumCPU, e.GOMAXPROCS, e.GoVersion, e.Redis, e.OS, c.Rounds, h.res.Elapsed)
 	if e.LoadStart != "" {
-		fmt.Fprintf(&b, "Load average (1, 5, 15 min) at start %s, at end %s: anything above ~0.1 is other work sharing the 2 CPUs with the bench.\n\n", e.LoadStart, e.LoadEnd)
+		fmt.Fprintf(b, "Load average (1, 5, 15 min) at start %s, at end %s: anything above ~0.1 is other work sharing the 2 CPUs with the bench.\n\n", e.LoadStart, e.LoadEnd)
 	}
 	b.WriteString("Ratios are against the raw baseline (rueidis SET NX PX + compare-and-delete) of the same run. " +
 		"`req` counts client requests (commands sent), `srv cmd` the commands Redis executed (those inside scripts too, from INFO commandstats).\n\n")
+}
 
+func (h *harness) targetsMarkdown(b *strings.Builder) {
 	b.WriteString("## Targets\n\n")
-	t := newTable(&b, "target", "measured", "status")
+	t := newTable(b, "target", "measured", "status")
 	for _, x := range h.res.Targets {
 		st := x.Status
 		if x.Detail != "" {
@@ -589,152 +612,182 @@ func (h *harness) markdown() string {
 		t.row(x.Target, x.Measured, st)
 	}
 	b.WriteString("\n")
+}
 
-	if len(h.res.Uncontended) > 0 {
-		var rawS, rawP float64 = math.NaN(), math.NaN()
-		if r, ok := h.row(raw); ok {
-			rawS, rawP = r.SerialMed.OpsPerSec, r.ParallelMed.OpsPerSec
-		}
-		fmt.Fprintf(&b, "## Uncontended lock+release\n\nSerial: one goroutine, one key. Parallel: %d goroutines on one client, each on its own key. %v window per run.\n\n", c.Workers, c.Duration)
-		t := newTable(&b, "contender", "serial ops/s", "x raw", "p50 µs", "p99 µs", "req/op", "srv cmd/op", "client CPU µs/op", "Redis CPU µs/op",
-			"parallel ops/s", "x raw", "p50 µs", "p99 µs", "req/op", "srv reads/op", "client CPU µs/op", "Redis CPU µs/op", "errors")
-		for _, r := range h.res.Uncontended {
-			if r.Err != "" && len(r.Serial) == 0 {
-				t.row(r.Contender, "ERROR: "+r.Err)
-				continue
-			}
-			s, p := r.SerialMed, r.ParallelMed
-			t.row(r.Contender, num(s.OpsPerSec), ratio(s.OpsPerSec, rawS), num(s.P50us), num(s.P99us), num(s.ReqPerOp), num(s.SrvCmdPerOp),
-				num(s.ClientCPUus), num(s.SrvCPUus), num(p.OpsPerSec), ratio(p.OpsPerSec, rawP), num(p.P50us), num(p.P99us), num(p.ReqPerOp),
-				num(p.SrvReadsPerOp), num(p.ClientCPUus), num(p.SrvCPUus), count(int(s.Errors+p.Errors)))
-		}
-		b.WriteString("\nRedis commands per serial lock+release (last round; commands inside scripts included):\n\n")
-		for _, r := range h.res.Uncontended {
-			if len(r.SerialMed.ServerCommands) == 0 {
-				continue
-			}
-			var parts []string
-			for k, v := range r.SerialMed.ServerCommands {
-				if v >= 0.05 {
-					parts = append(parts, fmt.Sprintf("%s %s", k, num(v)))
-				}
-			}
-			slices.Sort(parts)
-			fmt.Fprintf(&b, "- %s: %s\n", r.Contender, strings.Join(parts, ", "))
-		}
-		b.WriteString("\n")
+func (h *harness) uncontendedMarkdown(b *strings.Builder) {
+	if len(h.res.Uncontended) == 0 {
+		return
 	}
-
-	if len(h.res.Contended) > 0 {
-		rawH := math.NaN()
-		if r, ok := h.cont(raw); ok {
-			rawH = r.Med.HandoffsPerSec
-		}
-		fmt.Fprintf(&b, "## Contended: %d holders on one key, hold %v (%s), each holder with its own client\n\n", c.Holders, c.Hold, c.HoldMode)
-		b.WriteString("A hand-off is an acquisition by another worker than the one that released last; `re-acq` is the share of acquisitions by the releasing worker. " +
-			"The gap runs from the releaser calling Release to the next owner's Lock returning (monotonic clock, one process). " +
-			"`PING under load` is a round trip of a separate client, every 2 ms during the window; `failed TryLock under load` is the same contender's TryLock of another key, held by another of its clients, every 10 ms (neither probe is counted in the requests; both add under 2% to the server's commands). " +
-			"`req/Lock` counts the requests a worker sent during one Lock call (heartbeats excluded); `polling Locks` the share of Lock calls that sent more than one. " +
-			"Client CPU leaves out the holders' busy-wait.\n\n")
-		t := newTable(&b, "contender", "hand-offs/s", "x raw", "acq/s", "re-acq", "gap p50 µs", "gap p99 µs", "Release call p50 µs", "PING p50 µs under load", "failed TryLock p50 µs under load", "req/hand-off", "req/Lock", "polling Locks",
-			"srv cmd/hand-off", "client CPU µs/acq", "Redis CPU µs/acq", "hold µs", "errors")
-		for _, r := range h.res.Contended {
-			if r.Err != "" && len(r.Rounds) == 0 {
-				t.row(r.Contender, "ERROR: "+r.Err)
-				continue
-			}
-			m := r.Med
-			errs := count(int(m.LockErrors + m.ReleaseErrors))
-			if m.Overlaps > 0 {
-				errs += fmt.Sprintf(", %s OVERLAPS", num(m.Overlaps))
-			}
-			t.row(r.Contender, num(m.HandoffsPerSec), ratio(m.HandoffsPerSec, rawH), num(m.AcqPerSec), fmt.Sprintf("%.1f%%", m.ReacqPct),
-				num(m.GapP50us), num(m.GapP99us), num(m.ReleaseP50us), num(m.PingP50us), num(m.TryP50us), num(m.ReqPerHandoff), num(m.ReqPerLock), fmt.Sprintf("%.1f%%", m.PollingLocksPct),
-				num(m.SrvCmdPerHandoff), num(m.ClientCPUus), num(m.SrvCPUus), num(m.HoldUs), errs)
-		}
-		b.WriteString("\n")
+	var rawS, rawP float64 = math.NaN(), math.NaN()
+	if r, ok := h.row(raw); ok {
+		rawS, rawP = r.SerialMed.OpsPerSec, r.ParallelMed.OpsPerSec
 	}
-
-	if len(h.res.TryLock) > 0 {
-		rawP := math.NaN()
-		if r, ok := h.try(raw); ok {
-			rawP = r.Med.P50us
+	fmt.Fprintf(b, "## Uncontended lock+release\n\nSerial: one goroutine, one key. Parallel: %d goroutines on one client, each on its own key. %v window per run.\n\n", h.cfg.Workers, h.cfg.Duration)
+	t := newTable(b, "contender", "serial ops/s", "x raw", "p50 µs", "p99 µs", "req/op", "srv cmd/op", "client CPU µs/op", "Redis CPU µs/op",
+		"parallel ops/s", "x raw", "p50 µs", "p99 µs", "req/op", "srv reads/op", "client CPU µs/op", "Redis CPU µs/op", "errors")
+	for _, r := range h.res.Uncontended {
+		if r.Err != "" && len(r.Serial) == 0 {
+			t.row(r.Contender, "ERROR: "+r.Err)
+			continue
 		}
-		fmt.Fprintf(&b, "## Failed TryLock (key held by another client)\n\n")
-		t := newTable(&b, "contender", "p50 µs", "x raw", "p99 µs", "ops/s", "req/op", "errors")
-		for _, r := range h.res.TryLock {
-			if r.Err != "" && len(r.Rounds) == 0 {
-				t.row(r.Contender, "ERROR: "+r.Err)
-				continue
-			}
-			m := r.Med
-			t.row(r.Contender, num(m.P50us), ratio(m.P50us, rawP), num(m.P99us), num(m.OpsPerSec), num(m.ReqPerOp), count(int(m.Errors)))
-		}
-		b.WriteString("\n")
+		s, p := r.SerialMed, r.ParallelMed
+		t.row(r.Contender, num(s.OpsPerSec), ratio(s.OpsPerSec, rawS), num(s.P50us), num(s.P99us), num(s.ReqPerOp), num(s.SrvCmdPerOp),
+			num(s.ClientCPUus), num(s.SrvCPUus), num(p.OpsPerSec), ratio(p.OpsPerSec, rawP), num(p.P50us), num(p.P99us), num(p.ReqPerOp),
+			num(p.SrvReadsPerOp), num(p.ClientCPUus), num(p.SrvCPUus), count(int(s.Errors+p.Errors)))
 	}
-
-	if len(h.res.Heartbeat) > 0 {
-		fmt.Fprintf(&b, "## Heartbeat cost versus holds per session (leasehold)\n\nOne session, TTL %v (heartbeat every %v), %v window.\n\n", hbTTL, hbTTL/3, c.HBWindow)
-		t := newTable(&b, "holds", "heartbeats seen", "heartbeats per interval", "requests per heartbeat", "Redis µs per heartbeat", "script calls per heartbeat")
-		for _, r := range h.res.Heartbeat {
-			if r.Err != "" && len(r.Rounds) == 0 {
-				t.row(count(r.Holds), "ERROR: "+r.Err)
-				continue
-			}
-			m := r.Med
-			t.row(count(r.Holds), count(int(m.Beats)), num(m.BeatsPerInt), num(m.ReqPerBeat), num(m.SrvUsPerBeat), num(m.SrvCallsPerBeat))
-		}
-		b.WriteString("\n")
-	}
-
-	h.memoryMarkdown(&b)
-	h.flightMarkdown(&b)
-
-	if s := h.res.Scale; s != nil {
-		fmt.Fprintf(&b, "## Scale (leasehold)\n\n")
-		if s.Err != "" {
-			fmt.Fprintf(&b, "ERROR: %s\n\n", s.Err)
-		} else {
-			t := newTable(&b, "sessions", "holds each", "TTL / heartbeat", "duration", "leases lost", "holds lost", "Redis CPU", "client CPU",
-				"heartbeats/s", "Redis µs/heartbeat", "heartbeat RTT p50 / p99 / max µs", "least slack before a deadline")
-			t.row(count(s.Sessions), count(s.HoldsPerSession), s.TTL+" / "+s.Heartbeat, s.Duration,
-				fmt.Sprint(s.LeasesLost), fmt.Sprint(s.HoldsLost), fmt.Sprintf("%.1f%%", s.RedisCPUPct), fmt.Sprintf("%.1f%%", s.ClientCPUPct),
-				num(s.HeartbeatsPerS), num(s.SrvUsPerBeat), num(s.BeatP50us)+" / "+num(s.BeatP99us)+" / "+num(s.BeatMaxus),
-				fmt.Sprintf("%.0f ms", s.MinSlackMs))
-			b.WriteString("\n")
+	b.WriteString("\nRedis commands per serial lock+release (last round; commands inside scripts included):\n\n")
+	for _, r := range h.res.Uncontended {
+		if len(r.SerialMed.ServerCommands) > 0 {
+			fmt.Fprintf(b, "- %s: %s\n", r.Contender, serverCommands(r.SerialMed.ServerCommands))
 		}
 	}
+	b.WriteString("\n")
+}
 
-	if len(h.res.Loss) > 0 {
-		b.WriteString("## Lock-loss detection: Redis SIGSTOPped while holding\n\n" +
-			"margin = moment the lock's key(s) expire on the server (PEXPIRETIME read just before SIGSTOP) − moment the holder's context is canceled. " +
-			"Positive: the holder knew before anyone else could be granted the lock.\n\n")
-		t := newTable(&b, "contender", "runs", "margin min / median / max ms", "signal after SIGSTOP ms (median)", "setup")
-		for _, l := range h.res.Loss {
-			switch {
-			case l.NA != "":
-				t.row(l.Contender, "-", "n/a", "-", l.NA)
-			case l.Err != "" && len(l.Rounds) == 0:
-				t.row(l.Contender, "-", "ERROR: "+l.Err)
-			default:
-				var sig []float64
-				nosig := 0
-				for _, r := range l.Rounds {
-					sig = append(sig, r.SignalMs)
-					if r.NoSignal {
-						nosig++
-					}
-				}
-				mm := fmt.Sprintf("%s / %s / %s", num(l.MinMs), num(l.MedMs), num(l.MaxMs))
-				if nosig > 0 {
-					mm += fmt.Sprintf(" (%d runs without any signal)", nosig)
-				}
-				t.row(l.Contender, fmt.Sprint(len(l.Rounds)), mm, num(median(sig)), l.Note)
-			}
+// serverCommands lists the commands Redis ran per operation, by name,
+// leaving out those under 0.05 per operation.
+func serverCommands(perOp map[string]float64) string {
+	var parts []string
+	for k, v := range perOp {
+		if v >= 0.05 {
+			parts = append(parts, fmt.Sprintf("%s %s", k, num(v)))
 		}
-		b.WriteString("\n")
 	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
 
+func (h *harness) contendedMarkdown(b *strings.Builder) {
+	if len(h.res.Contended) == 0 {
+		return
+	}
+	c := h.cfg
+	rawH := math.NaN()
+	if r, ok := h.cont(raw); ok {
+		rawH = r.Med.HandoffsPerSec
+	}
+	fmt.Fprintf(b, "## Contended: %d holders on one key, hold %v (%s), each holder with its own client\n\n", c.Holders, c.Hold, c.HoldMode)
+	b.WriteString("A hand-off is an acquisition by another worker than the one that released last; `re-acq` is the share of acquisitions by the releasing worker. " +
+		"The gap runs from the releaser calling Release to the next owner's Lock returning (monotonic clock, one process). " +
+		"`PING under load` is a round trip of a separate client, every 2 ms during the window; `failed TryLock under load` is the same contender's TryLock of another key, held by another of its clients, every 10 ms (neither probe is counted in the requests; both add under 2% to the server's commands). " +
+		"`req/Lock` counts the requests a worker sent during one Lock call (heartbeats excluded); `polling Locks` the share of Lock calls that sent more than one. " +
+		"Client CPU leaves out the holders' busy-wait.\n\n")
+	t := newTable(b, "contender", "hand-offs/s", "x raw", "acq/s", "re-acq", "gap p50 µs", "gap p99 µs", "Release call p50 µs", "PING p50 µs under load", "failed TryLock p50 µs under load", "req/hand-off", "req/Lock", "polling Locks",
+		"srv cmd/hand-off", "client CPU µs/acq", "Redis CPU µs/acq", "hold µs", "errors")
+	for _, r := range h.res.Contended {
+		if r.Err != "" && len(r.Rounds) == 0 {
+			t.row(r.Contender, "ERROR: "+r.Err)
+			continue
+		}
+		m := r.Med
+		errs := count(int(m.LockErrors + m.ReleaseErrors))
+		if m.Overlaps > 0 {
+			errs += fmt.Sprintf(", %s OVERLAPS", num(m.Overlaps))
+		}
+		t.row(r.Contender, num(m.HandoffsPerSec), ratio(m.HandoffsPerSec, rawH), num(m.AcqPerSec), fmt.Sprintf("%.1f%%", m.ReacqPct),
+			num(m.GapP50us), num(m.GapP99us), num(m.ReleaseP50us), num(m.PingP50us), num(m.TryP50us), num(m.ReqPerHandoff), num(m.ReqPerLock), fmt.Sprintf("%.1f%%", m.PollingLocksPct),
+			num(m.SrvCmdPerHandoff), num(m.ClientCPUus), num(m.SrvCPUus), num(m.HoldUs), errs)
+	}
+	b.WriteString("\n")
+}
+
+func (h *harness) tryLockMarkdown(b *strings.Builder) {
+	if len(h.res.TryLock) == 0 {
+		return
+	}
+	rawP := math.NaN()
+	if r, ok := h.try(raw); ok {
+		rawP = r.Med.P50us
+	}
+	fmt.Fprintf(b, "## Failed TryLock (key held by another client)\n\n")
+	t := newTable(b, "contender", "p50 µs", "x raw", "p99 µs", "ops/s", "req/op", "errors")
+	for _, r := range h.res.TryLock {
+		if r.Err != "" && len(r.Rounds) == 0 {
+			t.row(r.Contender, "ERROR: "+r.Err)
+			continue
+		}
+		m := r.Med
+		t.row(r.Contender, num(m.P50us), ratio(m.P50us, rawP), num(m.P99us), num(m.OpsPerSec), num(m.ReqPerOp), count(int(m.Errors)))
+	}
+	b.WriteString("\n")
+}
+
+func (h *harness) heartbeatMarkdown(b *strings.Builder) {
+	if len(h.res.Heartbeat) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## Heartbeat cost versus holds per session (leasehold)\n\nOne session, TTL %v (heartbeat every %v), %v window.\n\n", hbTTL, hbTTL/3, h.cfg.HBWindow)
+	t := newTable(b, "holds", "heartbeats seen", "heartbeats per interval", "requests per heartbeat", "Redis µs per heartbeat", "script calls per heartbeat")
+	for _, r := range h.res.Heartbeat {
+		if r.Err != "" && len(r.Rounds) == 0 {
+			t.row(count(r.Holds), "ERROR: "+r.Err)
+			continue
+		}
+		m := r.Med
+		t.row(count(r.Holds), count(int(m.Beats)), num(m.BeatsPerInt), num(m.ReqPerBeat), num(m.SrvUsPerBeat), num(m.SrvCallsPerBeat))
+	}
+	b.WriteString("\n")
+}
+
+func (h *harness) scaleMarkdown(b *strings.Builder) {
+	s := h.res.Scale
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(b, "## Scale (leasehold)\n\n")
+	if s.Err != "" {
+		fmt.Fprintf(b, "ERROR: %s\n\n", s.Err)
+		return
+	}
+	t := newTable(b, "sessions", "holds each", "TTL / heartbeat", "duration", "leases lost", "holds lost", "Redis CPU", "client CPU",
+		"heartbeats/s", "Redis µs/heartbeat", "heartbeat RTT p50 / p99 / max µs", "least slack before a deadline")
+	t.row(count(s.Sessions), count(s.HoldsPerSession), s.TTL+" / "+s.Heartbeat, s.Duration,
+		fmt.Sprint(s.LeasesLost), fmt.Sprint(s.HoldsLost), fmt.Sprintf("%.1f%%", s.RedisCPUPct), fmt.Sprintf("%.1f%%", s.ClientCPUPct),
+		num(s.HeartbeatsPerS), num(s.SrvUsPerBeat), num(s.BeatP50us)+" / "+num(s.BeatP99us)+" / "+num(s.BeatMaxus),
+		fmt.Sprintf("%.0f ms", s.MinSlackMs))
+	b.WriteString("\n")
+}
+
+func (h *harness) lossMarkdown(b *strings.Builder) {
+	if len(h.res.Loss) == 0 {
+		return
+	}
+	b.WriteString("## Lock-loss detection: Redis SIGSTOPped while holding\n\n" +
+		"margin = moment the lock's key(s) expire on the server (PEXPIRETIME read just before SIGSTOP) − moment the holder's context is canceled. " +
+		"Positive: the holder knew before anyone else could be granted the lock.\n\n")
+	t := newTable(b, "contender", "runs", "margin min / median / max ms", "signal after SIGSTOP ms (median)", "setup")
+	for _, l := range h.res.Loss {
+		switch {
+		case l.NA != "":
+			t.row(l.Contender, "-", "n/a", "-", l.NA)
+		case l.Err != "" && len(l.Rounds) == 0:
+			t.row(l.Contender, "-", "ERROR: "+l.Err)
+		default:
+			t.row(lossCells(l)...)
+		}
+	}
+	b.WriteString("\n")
+}
+
+// lossCells is the row of a measured contender in the loss table.
+func lossCells(l lossRow) []string {
+	var sig []float64
+	nosig := 0
+	for _, r := range l.Rounds {
+		sig = append(sig, r.SignalMs)
+		if r.NoSignal {
+			nosig++
+		}
+	}
+	mm := fmt.Sprintf("%s / %s / %s", num(l.MinMs), num(l.MedMs), num(l.MaxMs))
+	if nosig > 0 {
+		mm += fmt.Sprintf(" (%d runs without any signal)", nosig)
+	}
+	return []string{l.Contender, fmt.Sprint(len(l.Rounds)), mm, num(median(sig)), l.Note}
+}
+
+// errorsMarkdown lists the error samples of every round, sorted, each once.
+func (h *harness) errorsMarkdown(b *strings.Builder) {
 	var errLines []string
 	addErrs := func(scen, who string, samples []string) {
 		for _, e := range samples {
@@ -760,9 +813,11 @@ func (h *harness) markdown() string {
 		slices.Sort(errLines)
 		b.WriteString("## Errors the contenders returned (samples)\n\n" + strings.Join(slices.Compact(errLines), "\n") + "\n\n")
 	}
+}
 
-	h.rwMarkdown(&b)
-
+// contendersMarkdown ends the report: what each contender is, then the
+// harness errors, if any.
+func (h *harness) contendersMarkdown(b *strings.Builder) {
 	var notes []string
 	for _, x := range contenders() {
 		if x.note != "" {
@@ -773,7 +828,6 @@ func (h *harness) markdown() string {
 	if len(h.res.HarnessErrors) > 0 {
 		b.WriteString("\n## Harness errors\n\n- " + strings.Join(h.res.HarnessErrors, "\n- ") + "\n")
 	}
-	return b.String()
 }
 
 func (h *harness) write(md string) error {
