@@ -1,8 +1,9 @@
 package main
 
-// The report's golden files: results/latest.json (the measurements of a real
-// run) and variants of it are rendered as the bench renders them (targets,
-// then markdown) and compared with testdata/report/<case>.md and
+// The report's golden files: testdata/report/run.json (the latest.json of a
+// real run, copied so that a new run does not change the test's input) and
+// variants of it are rendered as the bench renders them (targets, then
+// markdown) and compared with testdata/report/<case>.md and
 // <case>.targets.json. The variants reach the branches a healthy run does
 // not: scenarios not run, contenders that failed, targets missed.
 //
@@ -158,7 +159,7 @@ func uncIndex(r *results, name string) int {
 
 func loadResults(t *testing.T) *results {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("results", "latest.json"))
+	b, err := os.ReadFile(filepath.Join("testdata", "report", "run.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
