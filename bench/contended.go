@@ -111,149 +111,25 @@ func (h *harness) contended(ctx context.Context, c contender, round int) (contRu
 		return contRun{}, err
 	}
 	defer h.closeProcs(c, probes)
-	pctx, pcancel := context.WithCancel(ctx) // rueidislock ends a lock with its ctx
-	defer pcancel()
-	guard := time.AfterFunc(callTimeout, pcancel)
-	pu, err := probes[0].Lock(pctx, "probe")
-	guard.Stop()
+	releaseProbe, err := holdProbeKey(ctx, probes[0])
 	if err != nil {
-		return contRun{}, fmt.Errorf("probe: hold the key: %w", err)
+		return contRun{}, err
 	}
-	defer func() { _ = pu(context.Background()) }()
+	defer releaseProbe()
 
-	epoch := time.Now()
-	since := func() int64 { return int64(time.Since(epoch)) } // monotonic
-	var (
-		w          window
-		holder     atomic.Int64 // worker id holding, 0 when none
-		lastRel    atomic.Int64 // when the last holder called Release
-		lastWorker atomic.Int64 // who that was
-		overlaps   atomic.Int64
-	)
+	s := &handoffs{epoch: time.Now()}
 	stats := make([]workerStats, len(ps))
-	var samples errSamples
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, p := range ps {
-		id := int64(i + 1)
-		st := &stats[i]
-		cnt := p.counter()
-		wg.Go(func() {
-			for wctx.Err() == nil {
-				before := cnt.reqs.Load() // heartbeats (lease commands) are not in reqs
-				u, err := p.Lock(wctx, "c")
-				got := since()
-				if err != nil {
-					if wctx.Err() == nil && w.on.Load() {
-						st.lockErrs++
-						samples.add(fmt.Errorf("Lock: %w", err))
-					}
-					continue
-				}
-				lockReqs := cnt.reqs.Load() - before
-				if !holder.CompareAndSwap(0, id) {
-					overlaps.Add(1)
-				}
-				prevWorker, prevRel := lastWorker.Load(), lastRel.Load()
-				on := w.on.Load()
-				if on {
-					st.acq++
-					st.locks++
-					st.lockReqs += lockReqs
-					if lockReqs > 1 {
-						st.polling++
-					}
-					switch prevWorker {
-					case id:
-						st.reacq++
-					case 0:
-					default:
-						st.handoffs++
-						st.gaps = append(st.gaps, time.Duration(got-prevRel))
-					}
-				}
-				t0 := time.Now()
-				spun := h.holdFor(h.cfg.Hold)
-				if on {
-					st.hold += time.Since(t0)
-					st.spinCPU += spun
-				}
-				holder.Store(0)
-				lastWorker.Store(id)
-				lastRel.Store(since())
-				relStart := time.Now()
-				err = u(context.Background())
-				if on {
-					st.rel = append(st.rel, time.Since(relStart))
-					if err != nil {
-						st.relErrs++
-						samples.add(fmt.Errorf("Release: %w", err))
-					}
-					// Everything this worker's client sent from Lock to the
-					// end of Release (one worker per client: its session's
-					// background requests too, heartbeats apart).
-					st.iterReqs += cnt.reqs.Load() - before
-				}
-			}
-		})
+		wg.Go(func() { h.work(wctx, p, int64(i+1), &stats[i], s) })
 	}
-	// A probe measures a plain round trip (PING, its own client) under the
-	// same load, every 2 ms while the window is open.
-	var probeLat []time.Duration
-	probeDone := make(chan struct{})
-	probe, perr := rueidis.NewClient(rueidisOpt(h.srv.addr(), procOpts{}))
-	if perr != nil {
-		close(probeDone)
-	} else {
-		go func() {
-			defer close(probeDone)
-			for wctx.Err() == nil {
-				if w.on.Load() {
-					pctx, pcancel := callCtx(wctx)
-					t0 := time.Now()
-					err := probe.Do(pctx, probe.B().Ping().Build()).Error()
-					d := time.Since(t0)
-					pcancel()
-					if err == nil && w.on.Load() {
-						probeLat = append(probeLat, d)
-					}
-				}
-				_ = sleepCtx(wctx, 2*time.Millisecond)
-			}
-		}()
-	}
-	// A second probe times a failed TryLock (one round trip of the same
-	// contender) under the same load, every 10 ms: the gap target's "one
-	// round trip" under the conditions the gap is measured in.
-	var tryLat []time.Duration
-	tryDone := make(chan struct{})
-	go func() {
-		defer close(tryDone)
-		for wctx.Err() == nil {
-			if w.on.Load() {
-				t0 := time.Now()
-				u, err := probes[1].TryLock(wctx, "probe")
-				d := time.Since(t0)
-				switch {
-				case errors.Is(err, errBusy) && w.on.Load():
-					tryLat = append(tryLat, d)
-				case err == nil:
-					samples.add(errors.New("probe: TryLock granted while another client held the lock"))
-					overlaps.Add(1)
-					_ = u(context.Background())
-				}
-			}
-			_ = sleepCtx(wctx, 10*time.Millisecond)
-		}
-	}()
-	merr := h.measure(ctx, ps, &w, h.cfg.ContDuration, h.profPath("contended", c, round))
+	pings := h.pingProbe(wctx, &s.w)
+	tries := s.tryProbe(wctx, probes[1])
+	merr := h.measure(ctx, ps, &s.w, h.cfg.ContDuration, h.profPath("contended", c, round))
 	cancel()
-	<-probeDone
-	<-tryDone
-	if probe != nil {
-		probe.Close()
-	}
+	pingLat, tryLat := pings(), tries()
 	if !waitTimeout(&wg, 30*time.Second) {
 		h.harnessErr("contended %s: workers did not end within 30s", c.name)
 		return contRun{}, errors.New("workers did not end")
@@ -261,6 +137,181 @@ func (h *harness) contended(ctx context.Context, c contender, round int) (contRu
 	if merr != nil {
 		return contRun{}, merr
 	}
+	return s.result(sumStats(stats), pingLat, tryLat)
+}
+
+// holdProbeKey has p hold key "probe"; the returned function releases it.
+func holdProbeKey(ctx context.Context, p proc) (release func(), err error) {
+	pctx, pcancel := context.WithCancel(ctx) // rueidislock ends a lock with its ctx
+	guard := time.AfterFunc(callTimeout, pcancel)
+	pu, err := p.Lock(pctx, "probe")
+	guard.Stop()
+	if err != nil {
+		pcancel()
+		return nil, fmt.Errorf("probe: hold the key: %w", err)
+	}
+	return func() {
+		_ = pu(context.Background())
+		pcancel()
+	}, nil
+}
+
+// handoffs is what the workers and probes of one contended run share.
+type handoffs struct {
+	w          window
+	epoch      time.Time
+	holder     atomic.Int64 // worker id holding, 0 when none
+	lastRel    atomic.Int64 // when the last holder called Release, since epoch
+	lastWorker atomic.Int64 // who that was
+	overlaps   atomic.Int64
+	samples    errSamples
+}
+
+// since is the time since epoch on the monotonic clock.
+func (s *handoffs) since() int64 { return int64(time.Since(s.epoch)) }
+
+// work is worker id on p until ctx ends: Lock, hold, Release, again,
+// counting into st what falls in the window (by the state at the grant).
+func (h *harness) work(ctx context.Context, p proc, id int64, st *workerStats, s *handoffs) {
+	cnt := p.counter()
+	for ctx.Err() == nil {
+		before := cnt.reqs.Load() // heartbeats (lease commands) are not in reqs
+		u, err := p.Lock(ctx, "c")
+		got := s.since()
+		if err != nil {
+			if ctx.Err() == nil && s.w.on.Load() {
+				st.lockErrs++
+				s.samples.add(fmt.Errorf("Lock: %w", err))
+			}
+			continue
+		}
+		lockReqs := cnt.reqs.Load() - before
+		if !s.holder.CompareAndSwap(0, id) {
+			s.overlaps.Add(1)
+		}
+		prevWorker, prevRel := s.lastWorker.Load(), s.lastRel.Load()
+		on := s.w.on.Load()
+		if on {
+			st.locked(id, lockReqs, prevWorker, time.Duration(got-prevRel))
+		}
+		t0 := time.Now()
+		spun := h.holdFor(h.cfg.Hold)
+		if on {
+			st.hold += time.Since(t0)
+			st.spinCPU += spun
+		}
+		s.holder.Store(0)
+		s.lastWorker.Store(id)
+		s.lastRel.Store(s.since())
+		relStart := time.Now()
+		err = u(context.Background())
+		if on {
+			st.released(time.Since(relStart), err, &s.samples)
+			// Everything this worker's client sent from Lock to the end of
+			// Release (one worker per client: its session's background
+			// requests too, heartbeats apart).
+			st.iterReqs += cnt.reqs.Load() - before
+		}
+	}
+}
+
+// locked counts a grant to worker id after lockReqs requests, gap after
+// prevWorker (0: none yet) called Release.
+func (st *workerStats) locked(id, lockReqs, prevWorker int64, gap time.Duration) {
+	st.acq++
+	st.locks++
+	st.lockReqs += lockReqs
+	if lockReqs > 1 {
+		st.polling++
+	}
+	switch prevWorker {
+	case id:
+		st.reacq++
+	case 0:
+	default:
+		st.handoffs++
+		st.gaps = append(st.gaps, gap)
+	}
+}
+
+// released counts a Release call that took d and returned err.
+func (st *workerStats) released(d time.Duration, err error, samples *errSamples) {
+	st.rel = append(st.rel, d)
+	if err != nil {
+		st.relErrs++
+		samples.add(fmt.Errorf("Release: %w", err))
+	}
+}
+
+// pingProbe measures a plain round trip (PING, its own client) under the
+// same load, every 2 ms while w is open, until ctx ends. wait waits for
+// that end and returns the round trips; none where the client could not
+// be opened.
+func (h *harness) pingProbe(ctx context.Context, w *window) (wait func() []time.Duration) {
+	probe, err := rueidis.NewClient(rueidisOpt(h.srv.addr(), procOpts{}))
+	if err != nil {
+		return func() []time.Duration { return nil }
+	}
+	var lat []time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if w.on.Load() {
+				pctx, pcancel := callCtx(ctx)
+				t0 := time.Now()
+				err := probe.Do(pctx, probe.B().Ping().Build()).Error()
+				d := time.Since(t0)
+				pcancel()
+				if err == nil && w.on.Load() {
+					lat = append(lat, d)
+				}
+			}
+			_ = sleepCtx(ctx, 2*time.Millisecond)
+		}
+	}()
+	return func() []time.Duration {
+		<-done
+		probe.Close()
+		return lat
+	}
+}
+
+// tryProbe times a failed TryLock of key "probe" by p (one round trip of
+// the same contender) under the same load, every 10 ms while the window is
+// open, until ctx ends: the gap target's "one round trip" under the
+// conditions the gap is measured in. wait waits for that end and returns
+// the times.
+func (s *handoffs) tryProbe(ctx context.Context, p proc) (wait func() []time.Duration) {
+	var lat []time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if s.w.on.Load() {
+				t0 := time.Now()
+				u, err := p.TryLock(ctx, "probe")
+				d := time.Since(t0)
+				switch {
+				case errors.Is(err, errBusy) && s.w.on.Load():
+					lat = append(lat, d)
+				case err == nil:
+					s.samples.add(errors.New("probe: TryLock granted while another client held the lock"))
+					s.overlaps.Add(1)
+					_ = u(context.Background())
+				}
+			}
+			_ = sleepCtx(ctx, 10*time.Millisecond)
+		}
+	}()
+	return func() []time.Duration {
+		<-done
+		return lat
+	}
+}
+
+// sumStats adds up the workers' stats.
+func sumStats(stats []workerStats) workerStats {
 	var t workerStats
 	for _, s := range stats {
 		t.acq += s.acq
@@ -277,9 +328,16 @@ func (h *harness) contended(ctx context.Context, c contender, round int) (contRu
 		t.gaps = append(t.gaps, s.gaps...)
 		t.rel = append(t.rel, s.rel...)
 	}
+	return t
+}
+
+// result is the run's figures from the workers' summed stats t, the
+// window and the probes' round trips.
+func (s *handoffs) result(t workerStats, pingLat, tryLat []time.Duration) (contRun, error) {
 	if t.acq == 0 {
 		return contRun{}, fmt.Errorf("no acquisition in the window (%d lock errors)", t.lockErrs)
 	}
+	w := &s.w
 	acq, ho := float64(t.acq), float64(max(t.handoffs, 1))
 	return contRun{
 		AcqPerSec:        acq / w.d.Seconds(),
@@ -288,7 +346,7 @@ func (h *harness) contended(ctx context.Context, c contender, round int) (contRu
 		GapP50us:         us(pct(t.gaps, 50)),
 		GapP99us:         us(pct(t.gaps, 99)),
 		ReleaseP50us:     us(pct(t.rel, 50)),
-		PingP50us:        us(pct(probeLat, 50)),
+		PingP50us:        us(pct(pingLat, 50)),
 		TryP50us:         us(pct(tryLat, 50)),
 		ReqPerHandoff:    float64(t.iterReqs) / ho,
 		BeatsPerHandoff:  float64(w.lease) / ho,
@@ -302,8 +360,8 @@ func (h *harness) contended(ctx context.Context, c contender, round int) (contRu
 		Handoffs:         float64(t.handoffs),
 		LockErrors:       float64(t.lockErrs),
 		ReleaseErrors:    float64(t.relErrs),
-		Overlaps:         float64(overlaps.Load()),
-		ErrorSamples:     samples.list(),
+		Overlaps:         float64(s.overlaps.Load()),
+		ErrorSamples:     s.samples.list(),
 	}, nil
 }
 

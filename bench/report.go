@@ -111,11 +111,6 @@ func (h *harness) cont(name string) (contRow, bool) {
 	return contRow{}, false
 }
 
-func (h *harness) tryMed(name string) tryRun {
-	r, _ := h.try(name)
-	return r.Med
-}
-
 func (h *harness) try(name string) (tryRow, bool) {
 	for _, r := range h.res.TryLock {
 		if r.Contender == name {
@@ -161,249 +156,337 @@ func notMeasured(name, why string) target {
 	return target{Target: name, Measured: "not measured", Status: "n/a", Detail: why}
 }
 
+// targets judges the run against leasehold's targets, one row per target,
+// in the order of the report.
 func (h *harness) targets() []target {
 	var ts []target
-	// Speed targets are ratios against the best peer measured in the same
-	// run: that is the choice a user makes.
-	if l, ok := h.row(lh); ok {
+	ts = append(ts, h.uncontendedTargets()...)
+	ts = append(ts, h.tryLockTargets()...)
+	ts = append(ts, h.contendedTargets()...)
+	ts = append(ts, h.heartbeatTarget(), h.scaleTarget(), h.memoryTarget())
+	return append(ts, h.lossTargets()...)
+}
+
+// highest returns the row that ok accepts with the highest score above 0
+// (the first of equals), its score, and whether there was one.
+func highest[T any](rows []T, ok func(T) bool, score func(T) float64) (best T, v float64, found bool) {
+	for _, r := range rows {
+		if ok(r) && score(r) > v {
+			best, v, found = r, score(r), true
+		}
+	}
+	return best, v, found
+}
+
+// lowest returns the row that ok accepts with the lowest finite score (the
+// first of equals), its score, and whether there was one.
+func lowest[T any](rows []T, ok func(T) bool, score func(T) float64) (best T, v float64, found bool) {
+	v = math.Inf(1)
+	for _, r := range rows {
+		if ok(r) && score(r) < v {
+			best, v, found = r, score(r), true
+		}
+	}
+	return best, v, found
+}
+
+// The peers a leasehold figure is compared with: measured, no error.
+func uncPeer(r uncRow) bool   { return r.Group == "peer" && r.Err == "" && len(r.Serial) > 0 }
+func tryPeer(r tryRow) bool   { return r.Group == "peer" && r.Err == "" && len(r.Rounds) > 0 }
+func contPeer(r contRow) bool { return r.Group == "peer" && r.Err == "" }
+
+// uncontendedTargets judges the leasehold mutex's uncontended lock+release:
+// speed and CPU against the peers, the other kinds against the mutex, and
+// the commands and requests it costs.
+func (h *harness) uncontendedTargets() []target {
+	l, ok := h.row(lh)
+	if !ok {
+		return []target{notMeasured("uncontended lock+release >= 1.0x the best peer; 2 requests", "uncontended scenario not run or failed")}
+	}
+	ts := h.uncSpeedTargets(l)
+	ts = append(ts, h.uncCPUTargets(l)...)
+	ts = append(ts, h.kindTargets(l)...)
+	cmds := l.SerialMed.SrvCmdPerOp
+	ts = append(ts, atMost("at most 8 Redis commands per uncontended lock+release", cmds, 8, " commands",
+		fmt.Sprintf("%.1f (scripts' inner commands included)", cmds)))
+	return append(ts, requestsTarget(l))
+}
+
+// uncSpeedTargets: ops/s, serial and parallel, against the best peer
+// measured in the same run (that is the choice a user makes).
+func (h *harness) uncSpeedTargets(l uncRow) []target {
+	var ts []target
+	for _, m := range []struct {
+		name string
+		run  func(uncRow) uncRun
+	}{
+		{"uncontended serial lock+release", func(r uncRow) uncRun { return r.SerialMed }},
+		{fmt.Sprintf("uncontended %d-goroutine lock+release", h.cfg.Workers), func(r uncRow) uncRun { return r.ParallelMed }},
+	} {
+		name := m.name + " >= 1.0x the best peer"
+		b, best, found := highest(h.res.Uncontended, uncPeer, func(r uncRow) float64 { return m.run(r).OpsPerSec })
+		if !found {
+			ts = append(ts, notMeasured(name, "no peer measured"))
+			continue
+		}
+		lr, br := m.run(l), m.run(b)
+		x := lr.OpsPerSec / best
+		ts = append(ts, atLeast(name, x, 1.0, "x",
+			fmt.Sprintf("%.2fx (%s vs %s, %s ops/s; p50 %s vs %s µs, p99 %s vs %s µs)", x, num(lr.OpsPerSec), b.Contender, num(best),
+				num(lr.P50us), num(br.P50us), num(lr.P99us), num(br.P99us))))
+	}
+	return ts
+}
+
+// uncCPUTargets: CPU per serial lock+release, client and Redis, against the
+// lowest peer's.
+func (h *harness) uncCPUTargets(l uncRow) []target {
+	var ts []target
+	for _, m := range []struct {
+		name string
+		get  func(uncRun) float64
+	}{
+		{"client CPU", func(u uncRun) float64 { return u.ClientCPUus }},
+		{"Redis CPU", func(u uncRun) float64 { return u.SrvCPUus }},
+	} {
+		b, low, found := lowest(h.res.Uncontended, uncPeer, func(r uncRow) float64 { return m.get(r.SerialMed) })
+		if !found {
+			continue
+		}
+		x := m.get(l.SerialMed) / low
+		ts = append(ts, atMost(fmt.Sprintf("%s per serial lock+release <= 1.1x the lowest peer's", m.name), x, 1.1, "x",
+			fmt.Sprintf("%.2fx (%s vs %s, %s µs)", x, num(m.get(l.SerialMed)), b.Contender, num(low))))
+	}
+	return ts
+}
+
+// kindTargets: the other kinds against the mutex, in the same run.
+func (h *harness) kindTargets(l uncRow) []target {
+	var ts []target
+	for _, kind := range []string{"semaphore", "pool", "rwmutex"} {
+		k, ok := h.row("leasehold " + kind)
+		if !ok {
+			continue
+		}
 		for _, m := range []struct {
 			name string
-			get  func(uncRow) float64
 			run  func(uncRow) uncRun
 		}{
-			{"uncontended serial lock+release", func(r uncRow) float64 { return r.SerialMed.OpsPerSec },
-				func(r uncRow) uncRun { return r.SerialMed }},
-			{fmt.Sprintf("uncontended %d-goroutine lock+release", h.cfg.Workers), func(r uncRow) float64 { return r.ParallelMed.OpsPerSec },
-				func(r uncRow) uncRun { return r.ParallelMed }},
+			{"serial", func(r uncRow) uncRun { return r.SerialMed }},
+			{fmt.Sprintf("%d-goroutine", h.cfg.Workers), func(r uncRow) uncRun { return r.ParallelMed }},
 		} {
-			best, bestName := 0.0, ""
-			for _, r := range h.res.Uncontended {
-				if r.Group == "peer" && r.Err == "" && len(r.Serial) > 0 && m.get(r) > best {
-					best, bestName = m.get(r), r.Contender
-				}
-			}
-			if bestName == "" {
-				ts = append(ts, notMeasured(m.name+" >= 1.0x the best peer", "no peer measured"))
-				continue
-			}
-			x := m.get(l) / best
-			b, _ := h.row(bestName)
-			lr, br := m.run(l), m.run(b)
-			ts = append(ts, atLeast(m.name+" >= 1.0x the best peer", x, 1.0, "x",
-				fmt.Sprintf("%.2fx (%s vs %s, %s ops/s; p50 %s vs %s µs, p99 %s vs %s µs)", x, num(m.get(l)), bestName, num(best),
-					num(lr.P50us), num(br.P50us), num(lr.P99us), num(br.P99us))))
-		}
-		// CPU per serial lock+release against the lowest peer's.
-		for _, m := range []struct {
-			name string
-			get  func(uncRun) float64
-		}{
-			{"client CPU", func(u uncRun) float64 { return u.ClientCPUus }},
-			{"Redis CPU", func(u uncRun) float64 { return u.SrvCPUus }},
-		} {
-			low, lowName := math.Inf(1), ""
-			for _, r := range h.res.Uncontended {
-				if r.Group == "peer" && r.Err == "" && len(r.Serial) > 0 && m.get(r.SerialMed) < low {
-					low, lowName = m.get(r.SerialMed), r.Contender
-				}
-			}
-			if lowName == "" {
-				continue
-			}
-			x := m.get(l.SerialMed) / low
-			ts = append(ts, atMost(fmt.Sprintf("%s per serial lock+release <= 1.1x the lowest peer's", m.name), x, 1.1, "x",
-				fmt.Sprintf("%.2fx (%s vs %s, %s µs)", x, num(m.get(l.SerialMed)), lowName, num(low))))
-		}
-		// The other kinds against the mutex, in the same run.
-		for _, kind := range []string{"semaphore", "pool", "rwmutex"} {
-			k, ok := h.row("leasehold " + kind)
-			if !ok || k.Err != "" || len(k.Serial) == 0 {
-				continue
-			}
-			for _, m := range []struct {
-				name string
-				get  func(uncRow) float64
-				cmds float64
-			}{
-				{"serial", func(r uncRow) float64 { return r.SerialMed.OpsPerSec }, k.SerialMed.SrvCmdPerOp},
-				{fmt.Sprintf("%d-goroutine", h.cfg.Workers), func(r uncRow) float64 { return r.ParallelMed.OpsPerSec }, k.ParallelMed.SrvCmdPerOp},
-			} {
-				x := m.get(k) / m.get(l)
-				ts = append(ts, atLeast(fmt.Sprintf("uncontended %s %s >= 0.8x the mutex", kind, m.name), x, 0.8, "x",
-					fmt.Sprintf("%.2fx (%s vs %s ops/s; %.1f Redis commands per acquire+release)", x, num(m.get(k)), num(m.get(l)), m.cmds)))
-			}
-		}
-		cmds := l.SerialMed.SrvCmdPerOp
-		ts = append(ts, atMost("at most 8 Redis commands per uncontended lock+release", cmds, 8, " commands",
-			fmt.Sprintf("%.1f (scripts' inner commands included)", cmds)))
-		// Serially each call is one request; concurrent calls of one
-		// session may share one (internal/scripts/batch.go).
-		var ops, reqs, beats, pops, preqs float64
-		exact := true
-		for _, u := range l.Serial {
-			ops, reqs, beats = ops+u.Ops, reqs+u.Reqs, beats+u.Heartbeats
-			exact = exact && u.Reqs == 2*u.Ops
-		}
-		for _, u := range l.Parallel {
-			pops, preqs, beats = pops+u.Ops, preqs+u.Reqs, beats+u.Heartbeats
-		}
-		t := target{Target: "2 client requests per lock+release (exactly 2 serially, at most 2 from 32 goroutines)",
-			Measured: fmt.Sprintf("serial: %s requests for %s lock+release over all rounds (%.4f each); 32 goroutines: %.4f each; heartbeats apart: %s",
-				num(reqs), num(ops), reqs/ops, preqs/pops, num(beats))}
-		switch {
-		case !exact:
-			t.Status = "MISSED"
-			t.Detail = fmt.Sprintf("serial: %s requests more than 2 per lock+release", num(reqs-2*ops))
-		case preqs > 2*pops:
-			t.Status = "MISSED"
-			t.Detail = fmt.Sprintf("32 goroutines: %s requests more than 2 per lock+release", num(preqs-2*pops))
-		default:
-			t.Status = "MET"
-		}
-		ts = append(ts, t)
-	} else {
-		ts = append(ts, notMeasured("uncontended lock+release >= 1.0x the best peer; 2 requests", "uncontended scenario not run or failed"))
-	}
-	if lt, ok := h.try(lh); ok {
-		best, bestName := 0.0, ""
-		for _, r := range h.res.TryLock {
-			if r.Group == "peer" && r.Err == "" && len(r.Rounds) > 0 && r.Med.OpsPerSec > best {
-				best, bestName = r.Med.OpsPerSec, r.Contender
-			}
-		}
-		if bestName != "" {
-			x := lt.Med.OpsPerSec / best
-			ts = append(ts, atLeast("failed TryLock ops/s >= 1.0x the best peer", x, 1.0, "x",
-				fmt.Sprintf("%.2fx (%s vs %s, %s ops/s; p50 %.0f vs %.0f µs)", x, num(lt.Med.OpsPerSec), bestName, num(best),
-					lt.Med.P50us, h.tryMed(bestName).P50us)))
+			kr, lr := m.run(k), m.run(l)
+			x := kr.OpsPerSec / lr.OpsPerSec
+			ts = append(ts, atLeast(fmt.Sprintf("uncontended %s %s >= 0.8x the mutex", kind, m.name), x, 0.8, "x",
+				fmt.Sprintf("%.2fx (%s vs %s ops/s; %.1f Redis commands per acquire+release)", x, num(kr.OpsPerSec), num(lr.OpsPerSec), kr.SrvCmdPerOp)))
 		}
 	}
+	return ts
+}
 
-	lc, lcok := h.cont(lh)
-	if lcok {
-		best, bestName := 0.0, ""
-		for _, c := range h.res.Contended {
-			if c.Group == "peer" && c.Err == "" && c.Med.HandoffsPerSec > best {
-				best, bestName = c.Med.HandoffsPerSec, c.Contender
-			}
-		}
-		if bestName != "" {
-			x := lc.Med.HandoffsPerSec / best
-			t := atLeast("contended hand-offs/s >= 2x the best peer", x, 2, "x",
-				fmt.Sprintf("%.2fx (%s vs %s, %s hand-offs/s)", x, num(lc.Med.HandoffsPerSec), bestName, num(best)))
-			// Counted as acquisitions (re-acquisitions by the releasing
-			// worker included), peers that keep the lock look better.
-			bestAcq, bestAcqName := 0.0, ""
-			for _, c := range h.res.Contended {
-				if c.Group == "peer" && c.Err == "" && c.Med.AcqPerSec > bestAcq {
-					bestAcq, bestAcqName = c.Med.AcqPerSec, c.Contender
-				}
-			}
-			t.Measured += fmt.Sprintf("; counting re-acquisitions too: %.2fx (%s vs %s, %s acquisitions/s)",
-				lc.Med.AcqPerSec/bestAcq, num(lc.Med.AcqPerSec), bestAcqName, num(bestAcq))
-			ts = append(ts, t)
-		}
-		// The target: hand-offs/s at least 1.5x every peer's, a spinning one
-		// included, and Redis CPU per hand-off at most half of every peer's.
-		worst, worstName := math.Inf(1), ""
-		cpuWorst, cpuWorstName, cpuPeer := math.Inf(1), "", 0.0
-		lcCPU := lc.Med.SrvCPUus * lc.Med.AcqPerSec / lc.Med.HandoffsPerSec
-		for _, c := range h.res.Contended {
-			if c.Group != "peer" || c.Err != "" || c.Med.HandoffsPerSec <= 0 {
-				continue
-			}
-			if x := lc.Med.HandoffsPerSec / c.Med.HandoffsPerSec; x < worst {
-				worst, worstName = x, c.Contender
-			}
-			peerCPU := c.Med.SrvCPUus * c.Med.AcqPerSec / c.Med.HandoffsPerSec
-			if x := lcCPU / peerCPU; x < math.Inf(1) && (cpuWorstName == "" || x > cpuWorst) {
-				cpuWorst, cpuWorstName, cpuPeer = x, c.Contender, peerCPU
-			}
-		}
-		if worstName != "" {
-			ts = append(ts, atLeast("contended hand-offs/s >= 1.5x every peer's", worst, 1.5, "x",
-				fmt.Sprintf("%.2fx the closest (%s)", worst, worstName)))
-			ts = append(ts, atMost("Redis CPU per contended hand-off <= 0.5x every peer's", cpuWorst, 0.5, "x",
-				fmt.Sprintf("%.2fx the lowest (%s: %s vs %s µs per hand-off)", cpuWorst, cpuWorstName, num(lcCPU), num(cpuPeer))))
-		}
-		// One round trip is defined as the p50 of a failed TryLock in
-		// the same run. The run has two: timed under the load the gap is
-		// measured in (contended scenario), and on an idle server (trylock
-		// scenario). Both are judged, each in its own row.
-		ts = append(ts, atMost("release-to-next-owner gap p50 <= one round trip (failed TryLock p50 under the same load)",
-			lc.Med.GapP50us, lc.Med.TryP50us, " µs",
-			fmt.Sprintf("gap p50 %.0f µs vs failed TryLock p50 %.0f µs under the contended load (a PING under that load: p50 %.0f µs)",
-				lc.Med.GapP50us, lc.Med.TryP50us, lc.Med.PingP50us)))
-		if lt, ok := h.try(lh); ok {
-			ts = append(ts, atMost("release-to-next-owner gap p50 <= one round trip (failed TryLock p50 on an idle server)",
-				lc.Med.GapP50us, lt.Med.P50us, " µs",
-				fmt.Sprintf("gap p50 %.0f µs vs failed TryLock p50 %.0f µs on an idle server (%.2fx)",
-					lc.Med.GapP50us, lt.Med.P50us, lc.Med.GapP50us/lt.Med.P50us)))
-		} else {
-			ts = append(ts, notMeasured("release-to-next-owner gap p50 <= idle failed TryLock p50", "trylock scenario not run"))
-		}
-		ts = append(ts, atMost("re-acquisition by the releasing worker <= 5%", lc.Med.ReacqPct, 5, " points",
-			fmt.Sprintf("%.2f%%", lc.Med.ReacqPct)))
-		ts = append(ts, atMost("client requests per hand-off <= 2", lc.Med.ReqPerHandoff, 2, "",
-			fmt.Sprintf("%.3f (+ %.4f heartbeats per hand-off, sent by the sessions whatever the hand-offs)", lc.Med.ReqPerHandoff, lc.Med.BeatsPerHandoff)))
-		var polling float64
-		for _, rr := range lc.Rounds {
-			polling = max(polling, rr.PollingLocksPct)
-		}
-		ts = append(ts, atMost("no request from a waiter while it waits", polling, 0, "% of Lock calls",
-			fmt.Sprintf("requests per Lock %.3f; Lock calls with more than 1 request: %.3f%% (worst round)", lc.Med.ReqPerLock, polling)))
-		if lc.Med.Overlaps > 0 {
-			ts = append(ts, target{Target: "mutual exclusion (no overlapping holders)", Measured: num(lc.Med.Overlaps) + " overlaps", Status: "MISSED"})
-		}
-	} else {
-		ts = append(ts, notMeasured("contended targets", "contended scenario not run or failed"))
+// requestsTarget: serially each call is one request; concurrent calls of
+// one session may share one (internal/scripts/batch.go).
+func requestsTarget(l uncRow) target {
+	var ops, reqs, beats, pops, preqs float64
+	exact := true
+	for _, u := range l.Serial {
+		ops, reqs, beats = ops+u.Ops, reqs+u.Reqs, beats+u.Heartbeats
+		exact = exact && u.Reqs == 2*u.Ops
 	}
+	for _, u := range l.Parallel {
+		pops, preqs, beats = pops+u.Ops, preqs+u.Reqs, beats+u.Heartbeats
+	}
+	t := target{Target: "2 client requests per lock+release (exactly 2 serially, at most 2 from 32 goroutines)",
+		Measured: fmt.Sprintf("serial: %s requests for %s lock+release over all rounds (%.4f each); 32 goroutines: %.4f each; heartbeats apart: %s",
+			num(reqs), num(ops), reqs/ops, preqs/pops, num(beats))}
+	switch {
+	case !exact:
+		t.Status = "MISSED"
+		t.Detail = fmt.Sprintf("serial: %s requests more than 2 per lock+release", num(reqs-2*ops))
+	case preqs > 2*pops:
+		t.Status = "MISSED"
+		t.Detail = fmt.Sprintf("32 goroutines: %s requests more than 2 per lock+release", num(preqs-2*pops))
+	default:
+		t.Status = "MET"
+	}
+	return t
+}
 
+// tryLockTargets: failed TryLock ops/s against the best peer's.
+func (h *harness) tryLockTargets() []target {
+	lt, ok := h.try(lh)
+	if !ok {
+		return nil
+	}
+	b, best, found := highest(h.res.TryLock, tryPeer, func(r tryRow) float64 { return r.Med.OpsPerSec })
+	if !found {
+		return nil
+	}
+	x := lt.Med.OpsPerSec / best
+	return []target{atLeast("failed TryLock ops/s >= 1.0x the best peer", x, 1.0, "x",
+		fmt.Sprintf("%.2fx (%s vs %s, %s ops/s; p50 %.0f vs %.0f µs)", x, num(lt.Med.OpsPerSec), b.Contender, num(best),
+			lt.Med.P50us, b.Med.P50us))}
+}
+
+// contendedTargets judges the leasehold mutex's hand-offs: speed and Redis
+// CPU against the peers, the gap against one round trip, and what a
+// hand-off and a waiter cost.
+func (h *harness) contendedTargets() []target {
+	lc, ok := h.cont(lh)
+	if !ok {
+		return []target{notMeasured("contended targets", "contended scenario not run or failed")}
+	}
+	ts := h.bestPeerHandoffTarget(lc)
+	ts = append(ts, h.everyPeerTargets(lc)...)
+	ts = append(ts, h.gapTargets(lc)...)
+	m := lc.Med
+	ts = append(ts, atMost("re-acquisition by the releasing worker <= 5%", m.ReacqPct, 5, " points",
+		fmt.Sprintf("%.2f%%", m.ReacqPct)))
+	ts = append(ts, atMost("client requests per hand-off <= 2", m.ReqPerHandoff, 2, "",
+		fmt.Sprintf("%.3f (+ %.4f heartbeats per hand-off, sent by the sessions whatever the hand-offs)", m.ReqPerHandoff, m.BeatsPerHandoff)))
+	ts = append(ts, pollingTarget(lc))
+	if m.Overlaps > 0 {
+		ts = append(ts, target{Target: "mutual exclusion (no overlapping holders)", Measured: num(m.Overlaps) + " overlaps", Status: "MISSED"})
+	}
+	return ts
+}
+
+// bestPeerHandoffTarget: hand-offs/s against the best peer's, with the
+// acquisitions for reference: counted as acquisitions (re-acquisitions by
+// the releasing worker included), peers that keep the lock look better.
+func (h *harness) bestPeerHandoffTarget(lc contRow) []target {
+	b, best, found := highest(h.res.Contended, contPeer, func(r contRow) float64 { return r.Med.HandoffsPerSec })
+	if !found {
+		return nil
+	}
+	x := lc.Med.HandoffsPerSec / best
+	t := atLeast("contended hand-offs/s >= 2x the best peer", x, 2, "x",
+		fmt.Sprintf("%.2fx (%s vs %s, %s hand-offs/s)", x, num(lc.Med.HandoffsPerSec), b.Contender, num(best)))
+	a, bestAcq, _ := highest(h.res.Contended, contPeer, func(r contRow) float64 { return r.Med.AcqPerSec })
+	t.Measured += fmt.Sprintf("; counting re-acquisitions too: %.2fx (%s vs %s, %s acquisitions/s)",
+		lc.Med.AcqPerSec/bestAcq, num(lc.Med.AcqPerSec), a.Contender, num(bestAcq))
+	return []target{t}
+}
+
+// everyPeerTargets: hand-offs/s at least 1.5x every peer's, a spinning one
+// included, and Redis CPU per hand-off at most half of every peer's.
+func (h *harness) everyPeerTargets(lc contRow) []target {
+	worst, worstName := math.Inf(1), ""
+	cpuWorst, cpuWorstName, cpuPeer := math.Inf(1), "", 0.0
+	lcCPU := srvCPUPerHandoff(lc.Med)
+	for _, c := range h.res.Contended {
+		if !contPeer(c) || c.Med.HandoffsPerSec <= 0 {
+			continue
+		}
+		if x := lc.Med.HandoffsPerSec / c.Med.HandoffsPerSec; x < worst {
+			worst, worstName = x, c.Contender
+		}
+		peerCPU := srvCPUPerHandoff(c.Med)
+		if x := lcCPU / peerCPU; x < math.Inf(1) && (cpuWorstName == "" || x > cpuWorst) {
+			cpuWorst, cpuWorstName, cpuPeer = x, c.Contender, peerCPU
+		}
+	}
+	if worstName == "" {
+		return nil
+	}
+	return []target{
+		atLeast("contended hand-offs/s >= 1.5x every peer's", worst, 1.5, "x",
+			fmt.Sprintf("%.2fx the closest (%s)", worst, worstName)),
+		atMost("Redis CPU per contended hand-off <= 0.5x every peer's", cpuWorst, 0.5, "x",
+			fmt.Sprintf("%.2fx the lowest (%s: %s vs %s µs per hand-off)", cpuWorst, cpuWorstName, num(lcCPU), num(cpuPeer))),
+	}
+}
+
+// srvCPUPerHandoff is the Redis CPU of a contended run per hand-off, µs.
+func srvCPUPerHandoff(m contRun) float64 { return m.SrvCPUus * m.AcqPerSec / m.HandoffsPerSec }
+
+// gapTargets: one round trip is defined as the p50 of a failed TryLock in
+// the same run. The run has two: timed under the load the gap is measured
+// in (contended scenario), and on an idle server (trylock scenario). Both
+// are judged, each in its own row.
+func (h *harness) gapTargets(lc contRow) []target {
+	m := lc.Med
+	ts := []target{atMost("release-to-next-owner gap p50 <= one round trip (failed TryLock p50 under the same load)",
+		m.GapP50us, m.TryP50us, " µs",
+		fmt.Sprintf("gap p50 %.0f µs vs failed TryLock p50 %.0f µs under the contended load (a PING under that load: p50 %.0f µs)",
+			m.GapP50us, m.TryP50us, m.PingP50us))}
+	lt, ok := h.try(lh)
+	if !ok {
+		return append(ts, notMeasured("release-to-next-owner gap p50 <= idle failed TryLock p50", "trylock scenario not run"))
+	}
+	return append(ts, atMost("release-to-next-owner gap p50 <= one round trip (failed TryLock p50 on an idle server)",
+		m.GapP50us, lt.Med.P50us, " µs",
+		fmt.Sprintf("gap p50 %.0f µs vs failed TryLock p50 %.0f µs on an idle server (%.2fx)",
+			m.GapP50us, lt.Med.P50us, m.GapP50us/lt.Med.P50us)))
+}
+
+// pollingTarget: a waiter sends no request while it waits, judged on the
+// worst round.
+func pollingTarget(lc contRow) target {
+	var polling float64
+	for _, rr := range lc.Rounds {
+		polling = max(polling, rr.PollingLocksPct)
+	}
+	return atMost("no request from a waiter while it waits", polling, 0, "% of Lock calls",
+		fmt.Sprintf("requests per Lock %.3f; Lock calls with more than 1 request: %.3f%% (worst round)", lc.Med.ReqPerLock, polling))
+}
+
+// heartbeatTarget: one request per heartbeat at 10,000 holds, judged on the
+// worst round.
+func (h *harness) heartbeatTarget() target {
 	var hb10k *hbRow
 	for i := range h.res.Heartbeat {
 		if h.res.Heartbeat[i].Holds == 10000 {
 			hb10k = &h.res.Heartbeat[i]
 		}
 	}
-	if hb10k != nil && hb10k.Err == "" && len(hb10k.Rounds) > 0 {
-		worst := 0.0
-		for _, r := range hb10k.Rounds {
-			worst = max(worst, r.ReqPerBeat)
-		}
-		ts = append(ts, atMost("heartbeat: 1 request per heartbeat at 10,000 holds", worst, 1, " requests",
-			fmt.Sprintf("%.2f requests per heartbeat (worst round), %.2f heartbeats per interval; Redis %.1f µs per heartbeat",
-				worst, hb10k.Med.BeatsPerInt, hb10k.Med.SrvUsPerBeat)))
-	} else {
-		ts = append(ts, notMeasured("heartbeat at 10,000 holds", "heartbeat scenario not run or failed"))
+	if hb10k == nil || hb10k.Err != "" || len(hb10k.Rounds) == 0 {
+		return notMeasured("heartbeat at 10,000 holds", "heartbeat scenario not run or failed")
 	}
-
-	if s := h.res.Scale; s != nil && s.Err == "" {
-		t := target{Target: fmt.Sprintf("%s sessions x %d holds, heartbeat %s, %s: no lease lost", count(s.Sessions), s.HoldsPerSession, s.Heartbeat, s.Duration),
-			Measured: fmt.Sprintf("%d leases, %d holds lost; Redis CPU %.1f%%", s.LeasesLost, s.HoldsLost, s.RedisCPUPct)}
-		if s.LeasesLost == 0 && s.HoldsLost == 0 {
-			t.Status = "MET"
-		} else {
-			t.Status = "MISSED"
-			t.Detail = fmt.Sprintf("%d leases lost", s.LeasesLost)
-		}
-		if s.Sessions < 1000 || h.cfg.ScaleDuration < 60*time.Second {
-			t.Detail = strings.TrimSpace(t.Detail + " shortened run: the target is 1,000 sessions for 60 s")
-		}
-		ts = append(ts, t)
-	} else {
-		ts = append(ts, notMeasured("1,000 sessions x 10 holds: no lease lost", "scale scenario not run or failed"))
+	worst := 0.0
+	for _, r := range hb10k.Rounds {
+		worst = max(worst, r.ReqPerBeat)
 	}
-	ts = append(ts, h.memoryTarget())
+	return atMost("heartbeat: 1 request per heartbeat at 10,000 holds", worst, 1, " requests",
+		fmt.Sprintf("%.2f requests per heartbeat (worst round), %.2f heartbeats per interval; Redis %.1f µs per heartbeat",
+			worst, hb10k.Med.BeatsPerInt, hb10k.Med.SrvUsPerBeat))
+}
 
+// scaleTarget: no lease lost in the scale run; a run shorter or smaller
+// than the target's says so.
+func (h *harness) scaleTarget() target {
+	s := h.res.Scale
+	if s == nil || s.Err != "" {
+		return notMeasured("1,000 sessions x 10 holds: no lease lost", "scale scenario not run or failed")
+	}
+	t := target{Target: fmt.Sprintf("%s sessions x %d holds, heartbeat %s, %s: no lease lost", count(s.Sessions), s.HoldsPerSession, s.Heartbeat, s.Duration),
+		Measured: fmt.Sprintf("%d leases, %d holds lost; Redis CPU %.1f%%", s.LeasesLost, s.HoldsLost, s.RedisCPUPct)}
+	if s.LeasesLost == 0 && s.HoldsLost == 0 {
+		t.Status = "MET"
+	} else {
+		t.Status = "MISSED"
+		t.Detail = fmt.Sprintf("%d leases lost", s.LeasesLost)
+	}
+	if s.Sessions < 1000 || h.cfg.ScaleDuration < 60*time.Second {
+		t.Detail = strings.TrimSpace(t.Detail + " shortened run: the target is 1,000 sessions for 60 s")
+	}
+	return t
+}
+
+// lossTargets: the leasehold mutex learns of a loss before its key expires,
+// in every run.
+func (h *harness) lossTargets() []target {
+	const name = "loss detection margin > 0 in every run"
+	var ts []target
 	for _, l := range h.res.Loss {
 		if l.Contender != lh {
 			continue
 		}
 		if l.Err != "" || len(l.Rounds) == 0 {
-			ts = append(ts, notMeasured("loss detection margin > 0 in every run", "loss scenario failed"))
+			ts = append(ts, notMeasured(name, "loss scenario failed"))
 			continue
 		}
-		t := target{Target: "loss detection margin > 0 in every run",
+		t := target{Target: name,
 			Measured: fmt.Sprintf("min %.1f ms, median %.1f ms over %d runs", l.MinMs, l.MedMs, len(l.Rounds))}
 		if l.MinMs > 0 {
 			t.Status = "MET"
@@ -484,20 +567,43 @@ func (t table) row(cells ...string) {
 	t.b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 }
 
+// markdown renders the report: the targets, then a section per scenario
+// run.
 func (h *harness) markdown() string {
 	var b strings.Builder
+	h.headerMarkdown(&b)
+	h.targetsMarkdown(&b)
+	h.uncontendedMarkdown(&b)
+	h.contendedMarkdown(&b)
+	h.tryLockMarkdown(&b)
+	h.heartbeatMarkdown(&b)
+	h.memoryMarkdown(&b)
+	h.flightMarkdown(&b)
+	h.scaleMarkdown(&b)
+	h.lossMarkdown(&b)
+	h.errorsMarkdown(&b)
+	h.rwMarkdown(&b)
+	h.contendersMarkdown(&b)
+	return b.String()
+}
+
+// headerMarkdown is the title, the machine and the run, and how to read
+// the ratios.
+func (h *harness) headerMarkdown(b *strings.Builder) {
 	e, c := h.res.Env, h.cfg
-	fmt.Fprintf(&b, "# leasehold bench (%s mode)\n\n", modeName(c))
-	fmt.Fprintf(&b, "%s · %s · %d CPUs (GOMAXPROCS %d) · %s · Redis %s · %s · %d rounds, medians · took %s\n\n",
+	fmt.Fprintf(b, "# leasehold bench (%s mode)\n\n", modeName(c))
+	fmt.Fprintf(b, "%s · %s · %d CPUs (GOMAXPROCS %d) · %s · Redis %s · %s · %d rounds, medians · took %s\n\n",
 		e.Date, e.CPU, e.NumCPU, e.GOMAXPROCS, e.GoVersion, e.Redis, e.OS, c.Rounds, h.res.Elapsed)
 	if e.LoadStart != "" {
-		fmt.Fprintf(&b, "Load average (1, 5, 15 min) at start %s, at end %s: anything above ~0.1 is other work sharing the 2 CPUs with the bench.\n\n", e.LoadStart, e.LoadEnd)
+		fmt.Fprintf(b, "Load average (1, 5, 15 min) at start %s, at end %s: anything above ~0.1 is other work sharing the 2 CPUs with the bench.\n\n", e.LoadStart, e.LoadEnd)
 	}
 	b.WriteString("Ratios are against the raw baseline (rueidis SET NX PX + compare-and-delete) of the same run. " +
 		"`req` counts client requests (commands sent), `srv cmd` the commands Redis executed (those inside scripts too, from INFO commandstats).\n\n")
+}
 
+func (h *harness) targetsMarkdown(b *strings.Builder) {
 	b.WriteString("## Targets\n\n")
-	t := newTable(&b, "target", "measured", "status")
+	t := newTable(b, "target", "measured", "status")
 	for _, x := range h.res.Targets {
 		st := x.Status
 		if x.Detail != "" {
@@ -506,152 +612,182 @@ func (h *harness) markdown() string {
 		t.row(x.Target, x.Measured, st)
 	}
 	b.WriteString("\n")
+}
 
-	if len(h.res.Uncontended) > 0 {
-		var rawS, rawP float64 = math.NaN(), math.NaN()
-		if r, ok := h.row(raw); ok {
-			rawS, rawP = r.SerialMed.OpsPerSec, r.ParallelMed.OpsPerSec
-		}
-		fmt.Fprintf(&b, "## Uncontended lock+release\n\nSerial: one goroutine, one key. Parallel: %d goroutines on one client, each on its own key. %v window per run.\n\n", c.Workers, c.Duration)
-		t := newTable(&b, "contender", "serial ops/s", "x raw", "p50 µs", "p99 µs", "req/op", "srv cmd/op", "client CPU µs/op", "Redis CPU µs/op",
-			"parallel ops/s", "x raw", "p50 µs", "p99 µs", "req/op", "srv reads/op", "client CPU µs/op", "Redis CPU µs/op", "errors")
-		for _, r := range h.res.Uncontended {
-			if r.Err != "" && len(r.Serial) == 0 {
-				t.row(r.Contender, "ERROR: "+r.Err)
-				continue
-			}
-			s, p := r.SerialMed, r.ParallelMed
-			t.row(r.Contender, num(s.OpsPerSec), ratio(s.OpsPerSec, rawS), num(s.P50us), num(s.P99us), num(s.ReqPerOp), num(s.SrvCmdPerOp),
-				num(s.ClientCPUus), num(s.SrvCPUus), num(p.OpsPerSec), ratio(p.OpsPerSec, rawP), num(p.P50us), num(p.P99us), num(p.ReqPerOp),
-				num(p.SrvReadsPerOp), num(p.ClientCPUus), num(p.SrvCPUus), count(int(s.Errors+p.Errors)))
-		}
-		b.WriteString("\nRedis commands per serial lock+release (last round; commands inside scripts included):\n\n")
-		for _, r := range h.res.Uncontended {
-			if len(r.SerialMed.ServerCommands) == 0 {
-				continue
-			}
-			var parts []string
-			for k, v := range r.SerialMed.ServerCommands {
-				if v >= 0.05 {
-					parts = append(parts, fmt.Sprintf("%s %s", k, num(v)))
-				}
-			}
-			slices.Sort(parts)
-			fmt.Fprintf(&b, "- %s: %s\n", r.Contender, strings.Join(parts, ", "))
-		}
-		b.WriteString("\n")
+func (h *harness) uncontendedMarkdown(b *strings.Builder) {
+	if len(h.res.Uncontended) == 0 {
+		return
 	}
-
-	if len(h.res.Contended) > 0 {
-		rawH := math.NaN()
-		if r, ok := h.cont(raw); ok {
-			rawH = r.Med.HandoffsPerSec
-		}
-		fmt.Fprintf(&b, "## Contended: %d holders on one key, hold %v (%s), each holder with its own client\n\n", c.Holders, c.Hold, c.HoldMode)
-		b.WriteString("A hand-off is an acquisition by another worker than the one that released last; `re-acq` is the share of acquisitions by the releasing worker. " +
-			"The gap runs from the releaser calling Release to the next owner's Lock returning (monotonic clock, one process). " +
-			"`PING under load` is a round trip of a separate client, every 2 ms during the window; `failed TryLock under load` is the same contender's TryLock of another key, held by another of its clients, every 10 ms (neither probe is counted in the requests; both add under 2% to the server's commands). " +
-			"`req/Lock` counts the requests a worker sent during one Lock call (heartbeats excluded); `polling Locks` the share of Lock calls that sent more than one. " +
-			"Client CPU leaves out the holders' busy-wait.\n\n")
-		t := newTable(&b, "contender", "hand-offs/s", "x raw", "acq/s", "re-acq", "gap p50 µs", "gap p99 µs", "Release call p50 µs", "PING p50 µs under load", "failed TryLock p50 µs under load", "req/hand-off", "req/Lock", "polling Locks",
-			"srv cmd/hand-off", "client CPU µs/acq", "Redis CPU µs/acq", "hold µs", "errors")
-		for _, r := range h.res.Contended {
-			if r.Err != "" && len(r.Rounds) == 0 {
-				t.row(r.Contender, "ERROR: "+r.Err)
-				continue
-			}
-			m := r.Med
-			errs := count(int(m.LockErrors + m.ReleaseErrors))
-			if m.Overlaps > 0 {
-				errs += fmt.Sprintf(", %s OVERLAPS", num(m.Overlaps))
-			}
-			t.row(r.Contender, num(m.HandoffsPerSec), ratio(m.HandoffsPerSec, rawH), num(m.AcqPerSec), fmt.Sprintf("%.1f%%", m.ReacqPct),
-				num(m.GapP50us), num(m.GapP99us), num(m.ReleaseP50us), num(m.PingP50us), num(m.TryP50us), num(m.ReqPerHandoff), num(m.ReqPerLock), fmt.Sprintf("%.1f%%", m.PollingLocksPct),
-				num(m.SrvCmdPerHandoff), num(m.ClientCPUus), num(m.SrvCPUus), num(m.HoldUs), errs)
-		}
-		b.WriteString("\n")
+	var rawS, rawP float64 = math.NaN(), math.NaN()
+	if r, ok := h.row(raw); ok {
+		rawS, rawP = r.SerialMed.OpsPerSec, r.ParallelMed.OpsPerSec
 	}
-
-	if len(h.res.TryLock) > 0 {
-		rawP := math.NaN()
-		if r, ok := h.try(raw); ok {
-			rawP = r.Med.P50us
+	fmt.Fprintf(b, "## Uncontended lock+release\n\nSerial: one goroutine, one key. Parallel: %d goroutines on one client, each on its own key. %v window per run.\n\n", h.cfg.Workers, h.cfg.Duration)
+	t := newTable(b, "contender", "serial ops/s", "x raw", "p50 µs", "p99 µs", "req/op", "srv cmd/op", "client CPU µs/op", "Redis CPU µs/op",
+		"parallel ops/s", "x raw", "p50 µs", "p99 µs", "req/op", "srv reads/op", "client CPU µs/op", "Redis CPU µs/op", "errors")
+	for _, r := range h.res.Uncontended {
+		if r.Err != "" && len(r.Serial) == 0 {
+			t.row(r.Contender, "ERROR: "+r.Err)
+			continue
 		}
-		fmt.Fprintf(&b, "## Failed TryLock (key held by another client)\n\n")
-		t := newTable(&b, "contender", "p50 µs", "x raw", "p99 µs", "ops/s", "req/op", "errors")
-		for _, r := range h.res.TryLock {
-			if r.Err != "" && len(r.Rounds) == 0 {
-				t.row(r.Contender, "ERROR: "+r.Err)
-				continue
-			}
-			m := r.Med
-			t.row(r.Contender, num(m.P50us), ratio(m.P50us, rawP), num(m.P99us), num(m.OpsPerSec), num(m.ReqPerOp), count(int(m.Errors)))
-		}
-		b.WriteString("\n")
+		s, p := r.SerialMed, r.ParallelMed
+		t.row(r.Contender, num(s.OpsPerSec), ratio(s.OpsPerSec, rawS), num(s.P50us), num(s.P99us), num(s.ReqPerOp), num(s.SrvCmdPerOp),
+			num(s.ClientCPUus), num(s.SrvCPUus), num(p.OpsPerSec), ratio(p.OpsPerSec, rawP), num(p.P50us), num(p.P99us), num(p.ReqPerOp),
+			num(p.SrvReadsPerOp), num(p.ClientCPUus), num(p.SrvCPUus), count(int(s.Errors+p.Errors)))
 	}
-
-	if len(h.res.Heartbeat) > 0 {
-		fmt.Fprintf(&b, "## Heartbeat cost versus holds per session (leasehold)\n\nOne session, TTL %v (heartbeat every %v), %v window.\n\n", hbTTL, hbTTL/3, c.HBWindow)
-		t := newTable(&b, "holds", "heartbeats seen", "heartbeats per interval", "requests per heartbeat", "Redis µs per heartbeat", "script calls per heartbeat")
-		for _, r := range h.res.Heartbeat {
-			if r.Err != "" && len(r.Rounds) == 0 {
-				t.row(count(r.Holds), "ERROR: "+r.Err)
-				continue
-			}
-			m := r.Med
-			t.row(count(r.Holds), count(int(m.Beats)), num(m.BeatsPerInt), num(m.ReqPerBeat), num(m.SrvUsPerBeat), num(m.SrvCallsPerBeat))
-		}
-		b.WriteString("\n")
-	}
-
-	h.memoryMarkdown(&b)
-	h.flightMarkdown(&b)
-
-	if s := h.res.Scale; s != nil {
-		fmt.Fprintf(&b, "## Scale (leasehold)\n\n")
-		if s.Err != "" {
-			fmt.Fprintf(&b, "ERROR: %s\n\n", s.Err)
-		} else {
-			t := newTable(&b, "sessions", "holds each", "TTL / heartbeat", "duration", "leases lost", "holds lost", "Redis CPU", "client CPU",
-				"heartbeats/s", "Redis µs/heartbeat", "heartbeat RTT p50 / p99 / max µs", "least slack before a deadline")
-			t.row(count(s.Sessions), count(s.HoldsPerSession), s.TTL+" / "+s.Heartbeat, s.Duration,
-				fmt.Sprint(s.LeasesLost), fmt.Sprint(s.HoldsLost), fmt.Sprintf("%.1f%%", s.RedisCPUPct), fmt.Sprintf("%.1f%%", s.ClientCPUPct),
-				num(s.HeartbeatsPerS), num(s.SrvUsPerBeat), num(s.BeatP50us)+" / "+num(s.BeatP99us)+" / "+num(s.BeatMaxus),
-				fmt.Sprintf("%.0f ms", s.MinSlackMs))
-			b.WriteString("\n")
+	b.WriteString("\nRedis commands per serial lock+release (last round; commands inside scripts included):\n\n")
+	for _, r := range h.res.Uncontended {
+		if len(r.SerialMed.ServerCommands) > 0 {
+			fmt.Fprintf(b, "- %s: %s\n", r.Contender, serverCommands(r.SerialMed.ServerCommands))
 		}
 	}
+	b.WriteString("\n")
+}
 
-	if len(h.res.Loss) > 0 {
-		b.WriteString("## Lock-loss detection: Redis SIGSTOPped while holding\n\n" +
-			"margin = moment the lock's key(s) expire on the server (PEXPIRETIME read just before SIGSTOP) − moment the holder's context is canceled. " +
-			"Positive: the holder knew before anyone else could be granted the lock.\n\n")
-		t := newTable(&b, "contender", "runs", "margin min / median / max ms", "signal after SIGSTOP ms (median)", "setup")
-		for _, l := range h.res.Loss {
-			switch {
-			case l.NA != "":
-				t.row(l.Contender, "-", "n/a", "-", l.NA)
-			case l.Err != "" && len(l.Rounds) == 0:
-				t.row(l.Contender, "-", "ERROR: "+l.Err)
-			default:
-				var sig []float64
-				nosig := 0
-				for _, r := range l.Rounds {
-					sig = append(sig, r.SignalMs)
-					if r.NoSignal {
-						nosig++
-					}
-				}
-				mm := fmt.Sprintf("%s / %s / %s", num(l.MinMs), num(l.MedMs), num(l.MaxMs))
-				if nosig > 0 {
-					mm += fmt.Sprintf(" (%d runs without any signal)", nosig)
-				}
-				t.row(l.Contender, fmt.Sprint(len(l.Rounds)), mm, num(median(sig)), l.Note)
-			}
+// serverCommands lists the commands Redis ran per operation, by name,
+// leaving out those under 0.05 per operation.
+func serverCommands(perOp map[string]float64) string {
+	var parts []string
+	for k, v := range perOp {
+		if v >= 0.05 {
+			parts = append(parts, fmt.Sprintf("%s %s", k, num(v)))
 		}
-		b.WriteString("\n")
 	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
 
+func (h *harness) contendedMarkdown(b *strings.Builder) {
+	if len(h.res.Contended) == 0 {
+		return
+	}
+	c := h.cfg
+	rawH := math.NaN()
+	if r, ok := h.cont(raw); ok {
+		rawH = r.Med.HandoffsPerSec
+	}
+	fmt.Fprintf(b, "## Contended: %d holders on one key, hold %v (%s), each holder with its own client\n\n", c.Holders, c.Hold, c.HoldMode)
+	b.WriteString("A hand-off is an acquisition by another worker than the one that released last; `re-acq` is the share of acquisitions by the releasing worker. " +
+		"The gap runs from the releaser calling Release to the next owner's Lock returning (monotonic clock, one process). " +
+		"`PING under load` is a round trip of a separate client, every 2 ms during the window; `failed TryLock under load` is the same contender's TryLock of another key, held by another of its clients, every 10 ms (neither probe is counted in the requests; both add under 2% to the server's commands). " +
+		"`req/Lock` counts the requests a worker sent during one Lock call (heartbeats excluded); `polling Locks` the share of Lock calls that sent more than one. " +
+		"Client CPU leaves out the holders' busy-wait.\n\n")
+	t := newTable(b, "contender", "hand-offs/s", "x raw", "acq/s", "re-acq", "gap p50 µs", "gap p99 µs", "Release call p50 µs", "PING p50 µs under load", "failed TryLock p50 µs under load", "req/hand-off", "req/Lock", "polling Locks",
+		"srv cmd/hand-off", "client CPU µs/acq", "Redis CPU µs/acq", "hold µs", "errors")
+	for _, r := range h.res.Contended {
+		if r.Err != "" && len(r.Rounds) == 0 {
+			t.row(r.Contender, "ERROR: "+r.Err)
+			continue
+		}
+		m := r.Med
+		errs := count(int(m.LockErrors + m.ReleaseErrors))
+		if m.Overlaps > 0 {
+			errs += fmt.Sprintf(", %s OVERLAPS", num(m.Overlaps))
+		}
+		t.row(r.Contender, num(m.HandoffsPerSec), ratio(m.HandoffsPerSec, rawH), num(m.AcqPerSec), fmt.Sprintf("%.1f%%", m.ReacqPct),
+			num(m.GapP50us), num(m.GapP99us), num(m.ReleaseP50us), num(m.PingP50us), num(m.TryP50us), num(m.ReqPerHandoff), num(m.ReqPerLock), fmt.Sprintf("%.1f%%", m.PollingLocksPct),
+			num(m.SrvCmdPerHandoff), num(m.ClientCPUus), num(m.SrvCPUus), num(m.HoldUs), errs)
+	}
+	b.WriteString("\n")
+}
+
+func (h *harness) tryLockMarkdown(b *strings.Builder) {
+	if len(h.res.TryLock) == 0 {
+		return
+	}
+	rawP := math.NaN()
+	if r, ok := h.try(raw); ok {
+		rawP = r.Med.P50us
+	}
+	fmt.Fprintf(b, "## Failed TryLock (key held by another client)\n\n")
+	t := newTable(b, "contender", "p50 µs", "x raw", "p99 µs", "ops/s", "req/op", "errors")
+	for _, r := range h.res.TryLock {
+		if r.Err != "" && len(r.Rounds) == 0 {
+			t.row(r.Contender, "ERROR: "+r.Err)
+			continue
+		}
+		m := r.Med
+		t.row(r.Contender, num(m.P50us), ratio(m.P50us, rawP), num(m.P99us), num(m.OpsPerSec), num(m.ReqPerOp), count(int(m.Errors)))
+	}
+	b.WriteString("\n")
+}
+
+func (h *harness) heartbeatMarkdown(b *strings.Builder) {
+	if len(h.res.Heartbeat) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## Heartbeat cost versus holds per session (leasehold)\n\nOne session, TTL %v (heartbeat every %v), %v window.\n\n", hbTTL, hbTTL/3, h.cfg.HBWindow)
+	t := newTable(b, "holds", "heartbeats seen", "heartbeats per interval", "requests per heartbeat", "Redis µs per heartbeat", "script calls per heartbeat")
+	for _, r := range h.res.Heartbeat {
+		if r.Err != "" && len(r.Rounds) == 0 {
+			t.row(count(r.Holds), "ERROR: "+r.Err)
+			continue
+		}
+		m := r.Med
+		t.row(count(r.Holds), count(int(m.Beats)), num(m.BeatsPerInt), num(m.ReqPerBeat), num(m.SrvUsPerBeat), num(m.SrvCallsPerBeat))
+	}
+	b.WriteString("\n")
+}
+
+func (h *harness) scaleMarkdown(b *strings.Builder) {
+	s := h.res.Scale
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(b, "## Scale (leasehold)\n\n")
+	if s.Err != "" {
+		fmt.Fprintf(b, "ERROR: %s\n\n", s.Err)
+		return
+	}
+	t := newTable(b, "sessions", "holds each", "TTL / heartbeat", "duration", "leases lost", "holds lost", "Redis CPU", "client CPU",
+		"heartbeats/s", "Redis µs/heartbeat", "heartbeat RTT p50 / p99 / max µs", "least slack before a deadline")
+	t.row(count(s.Sessions), count(s.HoldsPerSession), s.TTL+" / "+s.Heartbeat, s.Duration,
+		fmt.Sprint(s.LeasesLost), fmt.Sprint(s.HoldsLost), fmt.Sprintf("%.1f%%", s.RedisCPUPct), fmt.Sprintf("%.1f%%", s.ClientCPUPct),
+		num(s.HeartbeatsPerS), num(s.SrvUsPerBeat), num(s.BeatP50us)+" / "+num(s.BeatP99us)+" / "+num(s.BeatMaxus),
+		fmt.Sprintf("%.0f ms", s.MinSlackMs))
+	b.WriteString("\n")
+}
+
+func (h *harness) lossMarkdown(b *strings.Builder) {
+	if len(h.res.Loss) == 0 {
+		return
+	}
+	b.WriteString("## Lock-loss detection: Redis SIGSTOPped while holding\n\n" +
+		"margin = moment the lock's key(s) expire on the server (PEXPIRETIME read just before SIGSTOP) − moment the holder's context is canceled. " +
+		"Positive: the holder knew before anyone else could be granted the lock.\n\n")
+	t := newTable(b, "contender", "runs", "margin min / median / max ms", "signal after SIGSTOP ms (median)", "setup")
+	for _, l := range h.res.Loss {
+		switch {
+		case l.NA != "":
+			t.row(l.Contender, "-", "n/a", "-", l.NA)
+		case l.Err != "" && len(l.Rounds) == 0:
+			t.row(l.Contender, "-", "ERROR: "+l.Err)
+		default:
+			t.row(lossCells(l)...)
+		}
+	}
+	b.WriteString("\n")
+}
+
+// lossCells is the row of a measured contender in the loss table.
+func lossCells(l lossRow) []string {
+	var sig []float64
+	nosig := 0
+	for _, r := range l.Rounds {
+		sig = append(sig, r.SignalMs)
+		if r.NoSignal {
+			nosig++
+		}
+	}
+	mm := fmt.Sprintf("%s / %s / %s", num(l.MinMs), num(l.MedMs), num(l.MaxMs))
+	if nosig > 0 {
+		mm += fmt.Sprintf(" (%d runs without any signal)", nosig)
+	}
+	return []string{l.Contender, fmt.Sprint(len(l.Rounds)), mm, num(median(sig)), l.Note}
+}
+
+// errorsMarkdown lists the error samples of every round, sorted, each once.
+func (h *harness) errorsMarkdown(b *strings.Builder) {
 	var errLines []string
 	addErrs := func(scen, who string, samples []string) {
 		for _, e := range samples {
@@ -677,9 +813,11 @@ func (h *harness) markdown() string {
 		slices.Sort(errLines)
 		b.WriteString("## Errors the contenders returned (samples)\n\n" + strings.Join(slices.Compact(errLines), "\n") + "\n\n")
 	}
+}
 
-	h.rwMarkdown(&b)
-
+// contendersMarkdown ends the report: what each contender is, then the
+// harness errors, if any.
+func (h *harness) contendersMarkdown(b *strings.Builder) {
 	var notes []string
 	for _, x := range contenders() {
 		if x.note != "" {
@@ -690,7 +828,6 @@ func (h *harness) markdown() string {
 	if len(h.res.HarnessErrors) > 0 {
 		b.WriteString("\n## Harness errors\n\n- " + strings.Join(h.res.HarnessErrors, "\n- ") + "\n")
 	}
-	return b.String()
 }
 
 func (h *harness) write(md string) error {

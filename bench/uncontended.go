@@ -103,108 +103,133 @@ func (h *harness) uncontended(ctx context.Context, c contender, parallel bool, r
 		return uncRun{}, err
 	}
 	defer h.closeProcs(c, ps)
-	p := ps[0]
-	n := 1
+	n, scen := 1, "uncontended-serial"
 	if parallel {
-		n = h.cfg.Workers
+		n, scen = h.cfg.Workers, "uncontended-parallel"
 	}
-	scen := "uncontended-serial"
-	if parallel {
-		scen = "uncontended-parallel"
+	ws := startUncWorkers(ctx, ps[0], n)
+	defer ws.cancel()
+	a, b, d, err := h.countUncontended(ctx, ws, ps, scen+" "+c.name, h.profPath(scen, c, round))
+	if err != nil {
+		return uncRun{}, err
 	}
-	var (
-		ops, errs      atomic.Int64
-		warmDone, stop atomic.Bool
-		parked, wg     sync.WaitGroup
-		release        = make(chan struct{})
-		samples        errSamples
-		lat            latencies // of the counted lock+release pairs
-	)
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	parked.Add(n)
+	return ws.result(a, b, d)
+}
+
+// uncWorkers are the goroutines of one uncontended run, on one proc.
+type uncWorkers struct {
+	cancel         context.CancelFunc // ends the workers
+	warmDone, stop atomic.Bool        // end of the warm-up, of the counted phase
+	parked, wg     sync.WaitGroup     // workers parked after the warm-up; running
+	release        chan struct{}      // closed to start the counted phase
+	ops, errs      atomic.Int64       // counted lock+release pairs and errors
+	samples        errSamples
+	lat            latencies // of the counted lock+release pairs
+}
+
+// startUncWorkers starts n workers on p, each on its own key; they warm up
+// until warmDone.
+func startUncWorkers(ctx context.Context, p proc, n int) *uncWorkers {
+	ctx, cancel := context.WithCancel(ctx)
+	ws := &uncWorkers{cancel: cancel, release: make(chan struct{})}
+	ws.parked.Add(n)
 	for g := range n {
 		key := fmt.Sprintf("u%d", g)
-		op := func() error {
-			u, err := p.Lock(wctx, key)
-			if err != nil {
-				return err
-			}
-			return u(context.Background())
-		}
-		wg.Go(func() {
-			for !warmDone.Load() && wctx.Err() == nil {
-				_ = op()
-			}
-			parked.Done()
-			select {
-			case <-release:
-			case <-wctx.Done():
-				return
-			}
-			var mine []time.Duration // merged into lat at the end: no lock per op
-			for !stop.Load() && wctx.Err() == nil {
-				t := time.Now()
-				if err := op(); err != nil {
-					if wctx.Err() == nil {
-						errs.Add(1)
-						samples.add(err)
-						_ = sleepCtx(wctx, time.Millisecond)
-					}
-					continue
-				}
-				mine = append(mine, time.Since(t))
-				ops.Add(1)
-			}
-			lat.mu.Lock()
-			lat.d = append(lat.d, mine...)
-			lat.mu.Unlock()
-		})
+		ws.wg.Go(func() { ws.work(ctx, p, key) })
 	}
-	fail := func(err error) (uncRun, error) {
-		cancel()
-		if !waitTimeout(&wg, 30*time.Second) {
-			h.harnessErr("%s %s: workers did not end within 30s", scen, c.name)
+	return ws
+}
+
+// work is one worker: lock+release of key until warmDone, park until
+// release, then lock+release counted until stop.
+func (ws *uncWorkers) work(ctx context.Context, p proc, key string) {
+	for !ws.warmDone.Load() && ctx.Err() == nil {
+		_ = lockRelease(ctx, p, key)
+	}
+	ws.parked.Done()
+	select {
+	case <-ws.release:
+	case <-ctx.Done():
+		return
+	}
+	var mine []time.Duration // merged into lat at the end: no lock per op
+	for !ws.stop.Load() && ctx.Err() == nil {
+		t := time.Now()
+		if err := lockRelease(ctx, p, key); err != nil {
+			if ctx.Err() == nil {
+				ws.errs.Add(1)
+				ws.samples.add(err)
+				_ = sleepCtx(ctx, time.Millisecond)
+			}
+			continue
 		}
-		return uncRun{}, err
+		mine = append(mine, time.Since(t))
+		ws.ops.Add(1)
+	}
+	ws.lat.mu.Lock()
+	ws.lat.d = append(ws.lat.d, mine...)
+	ws.lat.mu.Unlock()
+}
+
+func lockRelease(ctx context.Context, p proc, key string) error {
+	u, err := p.Lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	return u(context.Background())
+}
+
+// countUncontended ends the workers' warm-up, waits for them to park, and
+// counts them for Duration between snapshots a and b of ps; d is the time
+// from their start to their end. prof, when set, is the CPU profile file of
+// the counted phase; who names the run in harness errors.
+func (h *harness) countUncontended(ctx context.Context, ws *uncWorkers, ps []proc, who, prof string) (a, b snapshot, d time.Duration, err error) {
+	fail := func(err error) (snapshot, snapshot, time.Duration, error) {
+		ws.cancel()
+		if !waitTimeout(&ws.wg, 30*time.Second) {
+			h.harnessErr("%s: workers did not end within 30s", who)
+		}
+		return snapshot{}, snapshot{}, 0, err
 	}
 	if err := sleepCtx(ctx, h.cfg.Warmup); err != nil {
 		return fail(err)
 	}
-	warmDone.Store(true)
-	if !waitTimeout(&parked, 30*time.Second) {
+	ws.warmDone.Store(true)
+	if !waitTimeout(&ws.parked, 30*time.Second) {
 		return fail(errors.New("warm-up did not end within 30s"))
 	}
-	a, err := h.snap(ctx, ps)
-	if err != nil {
+	if a, err = h.snap(ctx, ps); err != nil {
 		return fail(err)
 	}
-	stopProf := startProfile(h.profPath(scen, c, round))
+	stopProf := startProfile(prof)
 	t0 := time.Now()
-	close(release)
+	close(ws.release)
 	if err := sleepCtx(ctx, h.cfg.Duration); err != nil {
 		stopProf()
 		return fail(err)
 	}
-	stop.Store(true)
-	if !waitTimeout(&wg, 30*time.Second) {
+	ws.stop.Store(true)
+	if !waitTimeout(&ws.wg, 30*time.Second) {
 		stopProf()
-		h.harnessErr("%s %s: workers did not end within 30s", scen, c.name)
-		return uncRun{}, errors.New("workers did not end")
+		h.harnessErr("%s: workers did not end within 30s", who)
+		return snapshot{}, snapshot{}, 0, errors.New("workers did not end")
 	}
-	d := time.Since(t0)
+	d = time.Since(t0)
 	stopProf()
-	b, err := h.snap(ctx, ps)
-	if err != nil {
-		return uncRun{}, err
-	}
-	o := float64(ops.Load())
+	b, err = h.snap(ctx, ps)
+	return a, b, d, err
+}
+
+// result is the run's figures from the snapshots a and b around the
+// counted phase, which took d.
+func (ws *uncWorkers) result(a, b snapshot, d time.Duration) (uncRun, error) {
+	o := float64(ws.ops.Load())
 	if o == 0 {
-		return uncRun{}, fmt.Errorf("no lock+release completed (%d errors: %v)", errs.Load(), samples.list())
+		return uncRun{}, fmt.Errorf("no lock+release completed (%d errors: %v)", ws.errs.Load(), ws.samples.list())
 	}
 	srv := b.srv.sub(a.srv)
 	reqs := float64((b.reqs - b.lease) - (a.reqs - a.lease))
-	ds := lat.take()
+	ds := ws.lat.take()
 	return uncRun{
 		P50us:          us(pct(ds, 50)),
 		P99us:          us(pct(ds, 99)),
@@ -214,12 +239,12 @@ func (h *harness) uncontended(ctx context.Context, c contender, parallel bool, r
 		ClientCPUus:    float64((b.cpu - a.cpu).Microseconds()) / o,
 		SrvCPUus:       srv.cpu * 1e6 / o,
 		SrvReadsPerOp:  float64(srv.reads-1) / o, // the second INFO's read
-		Errors:         float64(errs.Load()),
+		Errors:         float64(ws.errs.Load()),
 		Ops:            o,
 		Reqs:           reqs,
 		Heartbeats:     float64(b.lease - a.lease),
 		ServerCommands: perOp(srv.calls, o),
-		ErrorSamples:   samples.list(),
+		ErrorSamples:   ws.samples.list(),
 	}, nil
 }
 
