@@ -95,6 +95,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"reset", "a", "--all"}, "not both"},
 		{[]string{"pool", "frob", "p"}, "unknown subcommand"},
 		{[]string{"pool", "add", "p"}, "at least one KEY"},
+		{[]string{"--redis", "redis://h:1?tls_ca_file=x", "status"}, `unknown URL option "tls_ca_file" (known: addr,`},
+		{[]string{"status", "--redis", "redis-sentinel://h:1/m?foo=bar"}, `unknown URL option "foo"`},
+		{[]string{"--redis", "redis://h:1", "--cacert", "ca.pem", "status"}, "--cacert needs TLS: use a rediss:// URL or add --tls"},
+		{[]string{"--redis", "rediss://h:1", "--cert", "c.pem", "status"}, "needs both --cert and --key"},
+		{[]string{"--redis", "unix:///tmp/r.sock", "--tls", "status"}, "TLS is not available on a unix socket"},
+		{[]string{"--redis", "rediss://h:1", "--cacert", "/nonexistent/ca.pem", "status"}, "--cacert: open /nonexistent/ca.pem"},
+		{[]string{"--redis", "redis://h:1", "--tls=maybe", "status"}, "--tls"},
 		{[]string{"frobnicate"}, "unknown command"},
 		{[]string{"--bogus"}, "flag provided but not defined"},
 	} {

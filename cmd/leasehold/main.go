@@ -63,6 +63,19 @@ Global flags (before or after COMMAND):
                    password, database and options.
   --namespace NS   key namespace (default "leasehold"); one namespace is one
                    Redis Cluster hash slot
+  --tls            talk TLS to Redis, as a rediss:// URL does ($LEASEHOLD_TLS)
+  --cacert FILE    trust the CA certificates in PEM FILE to sign the server's
+                   certificate, instead of the system's ($LEASEHOLD_CACERT)
+  --cert FILE      present the client certificate in PEM FILE, for a Redis with
+  --key FILE         tls-auth-clients yes ($LEASEHOLD_CERT, $LEASEHOLD_KEY)
+  --insecure-skip-verify
+                   do not check the server's certificate: encrypted, but open to
+                   whoever can intercept ($LEASEHOLD_INSECURE_SKIP_VERIFY)
+                   --cacert, --cert, --key and --insecure-skip-verify need TLS on
+                   (rediss:// or --tls). URL options other than rueidis' (db,
+                   dial_timeout, write_timeout, addr, master_set, skip_verify,
+                   protocol, client_cache, max_retries, client_name) are
+                   refused.
 
 Exit codes of lock, sem, elect and pool acquire:
   CMD's own code   CMD ran and exited (128+N if it was killed by signal N)

@@ -352,7 +352,7 @@ const graceReadTimeout = 2 * time.Second
 // is told so (once) rather than that someone else holds t.
 func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuration, kill time.Duration,
 	argv []string, t target) error {
-	opt, err := clientOption(g.urls()...)
+	opt, err := g.clientOption()
 	if err != nil {
 		return err
 	}
@@ -376,7 +376,7 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 		if sig := interruptedBy(wctx); sig != nil {
 			return fail(128+int(sig.(syscall.Signal)), "interrupted by %v while connecting", sig)
 		}
-		return fail(exitFailed, "open a session on Redis at %s: %v", describeAddr(opt), err)
+		return fail(exitFailed, "open a session on Redis at %s: %v%s", describeAddr(opt), err, connectHint(opt, err))
 	}
 	defer s.Close()
 
