@@ -658,3 +658,42 @@ func TestResetElection(t *testing.T) {
 		t.Fatalf("elect exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
 	}
 }
+
+// TestExitWithRedisStalled: with Redis paused, leasehold still exits within
+// 250ms of its command: the release and the session's close wait no longer
+// than cleanupTimeout (the lease expires on the server by itself). Not
+// parallel: it measures a bound, and this package's parallel tests run
+// dozens of processes on a small machine.
+func TestExitWithRedisStalled(t *testing.T) {
+	srv, url, ns := server(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `echo > "$DIR/ready"; read line < "$DIR/go"; date +%s%N > "$DIR/exit"`
+	p := startEnv(t, []string{"DIR=" + dir}, url, "lock", "--namespace", ns, "--ttl", "10s", "m", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "ready"), 10*time.Second)
+	srv.Stop()
+	defer srv.Cont()
+	if err := os.WriteFile(fifo, []byte("go\n"), 0o600); err != nil { // blocks until the command reads
+		t.Fatal(err)
+	}
+	code := p.wait(10 * time.Second)
+	exited := time.Now()
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stderr %s", code, p.stderr.String())
+	}
+	ns64, err := strconv.ParseInt(strings.TrimSpace(waitFile(t, filepath.Join(dir, "exit"), time.Second)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := exited.Sub(time.Unix(0, ns64)); d > 250*time.Millisecond {
+		t.Fatalf("leasehold exited %v after its command, want at most 250ms; stderr %s", d, p.stderr.String())
+	} else {
+		t.Logf("leasehold exited %v after its command", d.Round(time.Millisecond))
+	}
+	if !strings.Contains(p.stderr.String(), "did not confirm the release") {
+		t.Errorf("stderr %q does not say that the release was not confirmed", p.stderr.String())
+	}
+}

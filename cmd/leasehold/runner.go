@@ -66,7 +66,9 @@ group, with these environment variables:
   LEASEHOLD_SESSION  the session id, as 'leasehold status' shows it
 
 When CMD exits, the mutex is released (handed to the next waiter) and leasehold
-exits with CMD's code. Processes CMD leaves running in the background are not
+exits with CMD's code. If Redis does not confirm the release within 100ms
+(stalled or unreachable), leasehold exits anyway and says so: the mutex is
+free again once its lease expires on the server, within the TTL. Processes CMD leaves running in the background are not
 covered by the lock.
 
 When the hold is lost while CMD runs -- the lease could not be renewed in time
@@ -378,7 +380,8 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 		}
 		return fail(exitFailed, "open a session on Redis at %s: %v%s", describeAddr(opt), err, connectHint(opt, err))
 	}
-	defer s.Close()
+	end := &cleanup{s: s}
+	defer end.close()
 
 	c := claim{s: s, t: t, wait: wait}
 	h, err := c.acquire(wctx)
@@ -386,7 +389,7 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 	if err != nil {
 		return c.failure(ctx, wctx, err)
 	}
-	return supervise(s, held{kind: t.kind, name: t.name, h: h}, argv, kill, sigs)
+	return supervise(s, held{kind: t.kind, name: t.name, h: h}, argv, kill, sigs, end)
 }
 
 // lookCommand fails, with the exit code a shell would use, when CMD cannot
@@ -537,7 +540,7 @@ func unwrapExec(err error) error {
 // the hold ends, passes on the signals leasehold gets, warns while the
 // lease is at risk (see leaseWatch), and returns CMD's exit code, or
 // exitLost.
-func supervise(s *session.Session, hd held, argv []string, kill time.Duration, sigs chan os.Signal) error {
+func supervise(s *session.Session, hd held, argv []string, kill time.Duration, sigs chan os.Signal, end *cleanup) error {
 	h := hd.h
 	cmd, err := startCommand(s, hd, argv)
 	if err != nil {
@@ -546,6 +549,7 @@ func supervise(s *session.Session, hd held, argv []string, kill time.Duration, s
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 	lost, werr := watchCommand(s, hd, cmd, waited, kill, sigs)
+	end.start()
 	if !lost && h.Err() != nil && errors.Is(h.Err(), session.ErrLost) {
 		// Lost while CMD was exiting: its work may be incomplete.
 		lost = true
@@ -555,7 +559,7 @@ func supervise(s *session.Session, hd held, argv []string, kill time.Duration, s
 		_ = signalGroup(cmd.Process, syscall.SIGKILL) // whatever CMD left in its group
 		return fail(exitLost, "")
 	}
-	if err := releaseAfter(s, hd); err != nil {
+	if err := releaseAfter(hd, end); err != nil {
 		return err
 	}
 	return exitCode(cmd.ProcessState, werr)
@@ -638,12 +642,55 @@ func watchCommand(s *session.Session, hd held, cmd *exec.Cmd, waited <-chan erro
 	}
 }
 
+// cleanupTimeout bounds what leasehold still asks of Redis once CMD has
+// exited: the release and the session's close. A stalled Redis does not
+// hold leasehold up beyond it: what it could not release expires with the
+// lease on the server.
+const cleanupTimeout = 100 * time.Millisecond
+
+// cleanup is runHeld's end of the session: once CMD has exited (start),
+// the release and the close share one deadline, cleanupTimeout later.
+type cleanup struct {
+	s  *session.Session
+	by time.Time // zero until start
+}
+
+// start begins the cleanup's time.
+func (c *cleanup) start() {
+	if c.by.IsZero() {
+		c.by = time.Now().Add(cleanupTimeout)
+	}
+}
+
+// context bounds a call of the cleanup.
+func (c *cleanup) context() (context.Context, context.CancelFunc) {
+	c.start()
+	return context.WithDeadline(context.Background(), c.by)
+}
+
+// close closes the session, waiting for it only until the deadline; the
+// close goes on in the background, cut short when the process exits.
+func (c *cleanup) close() {
+	ctx, cancel := c.context()
+	defer cancel()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_ = c.s.Close()
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
+}
+
 // releaseAfter releases hold hd once CMD exited, so that the next waiter
-// is served at once. It fails with exitLost when the hold turns out lost;
-// any other failure is a warning (the hold expires with the lease).
-func releaseAfter(s *session.Session, hd held) error {
+// is served at once, within end's deadline. It fails with exitLost when
+// the hold turns out lost; any other failure is a warning (the hold
+// expires with the lease).
+func releaseAfter(hd held, end *cleanup) error {
 	h := hd.h
-	rctx, cancel := context.WithTimeout(context.Background(), s.Options().TTL)
+	rctx, cancel := end.context()
 	rerr := h.Release(rctx)
 	cancel()
 	if rerr != nil && errors.Is(rerr, session.ErrLost) {
@@ -654,7 +701,11 @@ func releaseAfter(s *session.Session, hd held) error {
 		fmt.Fprintf(os.Stderr, "leasehold: %s as the command exited\n", lossText(hd, cause))
 		return fail(exitLost, "")
 	}
-	if rerr != nil {
+	switch {
+	case errors.Is(rerr, context.DeadlineExceeded):
+		fmt.Fprintf(os.Stderr, "leasehold: warning: Redis did not confirm the release of %s within %v; "+
+			"it is free again when its lease expires on the server, within the TTL\n", hd.what(), cleanupTimeout)
+	case rerr != nil:
 		fmt.Fprintf(os.Stderr, "leasehold: warning: %s (it expires with the lease)\n", cleanCause(rerr))
 	}
 	return nil
