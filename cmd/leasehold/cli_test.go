@@ -697,3 +697,48 @@ func TestExitWithRedisStalled(t *testing.T) {
 		t.Errorf("stderr %q does not say that the release was not confirmed", p.stderr.String())
 	}
 }
+
+// TestResetAllKinds: reset --all takes mutexes, read-write mutexes and
+// election leaders, and names the semaphores and pools it leaves alone.
+func TestResetAllKinds(t *testing.T) {
+	t.Parallel()
+	_, url, ns := server(t)
+	dir := t.TempDir()
+	env := []string{"DIR=" + dir}
+	hold := func(file string) string {
+		return `trap 'exit 143' TERM; echo > "$DIR/` + file + `"; sleep 60 & wait`
+	}
+	holders := map[string]*proc{
+		"m":  startEnv(t, env, url, "lock", "--namespace", ns, "m", "--", "sh", "-c", hold("m")),
+		"rw": startEnv(t, env, url, "rlock", "--namespace", ns, "rw", "--", "sh", "-c", hold("rw")),
+		"e":  startEnv(t, env, url, "elect", "--namespace", ns, "e", "--", "sh", "-c", hold("e")),
+	}
+	sem := startEnv(t, env, url, "sem", "--namespace", ns, "s", "--limit", "2", "--", "sh", "-c", hold("s"))
+	for _, f := range []string{"m", "rw", "e", "s"} {
+		waitFile(t, filepath.Join(dir, f), 10*time.Second)
+	}
+
+	stdout, stderr, code := cli(t, url, "reset", "--all", "--namespace", ns)
+	for _, want := range []string{`would reset mutex "m"`, `would reset rwmutex "rw"`, `would reset election "e"`, `left as they are: semaphore "s"`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("reset --all without --yes: stdout %q lacks %q", stdout, want)
+		}
+	}
+	if want := "add --yes to force-release 1 mutex, 1 read-write mutex, 1 election leader"; code != exitError || !strings.Contains(stderr, want) {
+		t.Errorf("reset --all without --yes: exit %d, stderr %q, want %d and %q", code, stderr, exitError, want)
+	}
+	stdout, stderr, code = cli(t, url, "reset", "--all", "--yes", "--namespace", ns)
+	for _, want := range []string{`reset mutex "m"`, `reset rwmutex "rw"`, `reset election "e"`} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("reset --all --yes: exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+		}
+	}
+	for name, p := range holders {
+		if code := p.wait(10 * time.Second); code != exitLost {
+			t.Errorf("%s: exit %d, want %d; stderr %s", name, code, exitLost, p.stderr.String())
+		}
+	}
+	if sem.exited() {
+		t.Errorf("the semaphore holder ended: %s", sem.stderr.String())
+	}
+}

@@ -43,7 +43,8 @@ Commands:
                                       (the member is in $LEASEHOLD_MEMBER)
   status [--json]                     sessions, mutexes, semaphores, pools, elections
   reset NAME [--yes]                  force-release mutex NAME (or an election's leader)
-  reset --all [--yes]                 force-release every held mutex
+  reset --all [--yes]                 force-release every held mutex, read-write
+                                      mutex and election leader
   sem-limit NAME [N]                  show, or set for every user, semaphore NAME's limit
   sem-limit --clear NAME              withdraw the limit an operator set
   pool add|rm NAME KEY...             add or remove members of pool NAME
