@@ -357,10 +357,10 @@ func TestPoolCommands(t *testing.T) {
 	pool := func(args ...string) (string, string, int) {
 		return cli(t, url, append([]string{"--namespace", ns, "pool"}, args...)...)
 	}
-	if out, errb, code := pool("add", "shards", "s0", "s1", "s2"); code != 0 || !strings.Contains(out, "added 3 of 3") {
+	if out, errb, code := pool("add", "shards", "s0", "s1", "s2"); code != 0 || !strings.Contains(out, `pool "shards": added 3 members`) {
 		t.Fatalf("add: exit %d %q %q", code, out, errb)
 	}
-	if out, _, code := pool("add", "shards", "s2", "s3"); code != 0 || !strings.Contains(out, "added 1 of 2") {
+	if out, _, code := pool("add", "shards", "s2", "s3"); code != 0 || !strings.Contains(out, "added 1 of the 2 keys given; the other was a member already") {
 		t.Fatalf("add again: exit %d %q", code, out)
 	}
 	if out, _, code := pool("ls", "shards"); code != 0 || out != "s0\ns1\ns2\ns3\n" {
@@ -514,7 +514,8 @@ func TestSemLimitCommand(t *testing.T) {
 		}
 	}
 	wantIn(run(0, "sem-limit", "s"), `semaphore "s" has no stored limit`)
-	for _, bad := range [][]string{{"sem-limit"}, {"sem-limit", "s", "0"}, {"sem-limit", "s", "x"},
+	wantIn(run(0, "sem-limit", "s", "0"), `semaphore "s" has no stored limit: nothing to clear`)
+	for _, bad := range [][]string{{"sem-limit"}, {"sem-limit", "s", "-3"}, {"sem-limit", "s", "x"},
 		{"sem-limit", "s", "2", "3"}, {"sem-limit", "--clear", "s", "2"}, {"sem-limit", "a\nb", "2"}} {
 		run(exitUsage, bad...)
 	}
@@ -740,5 +741,33 @@ func TestResetAllKinds(t *testing.T) {
 	}
 	if sem.exited() {
 		t.Errorf("the semaphore holder ended: %s", sem.stderr.String())
+	}
+}
+
+// TestLockWithoutCommand: 'lock NAME' holds the mutex until interrupted,
+// printing the token, then releases it at once and exits 0.
+func TestLockWithoutCommand(t *testing.T) {
+	t.Parallel()
+	_, url, ns := server(t)
+	p := startEnv(t, nil, url, "lock", "--namespace", ns, "m")
+	ctx := testutil.Ctx(t, 10*time.Second)
+	for !strings.Contains(p.outw.String(), "holding") {
+		if ctx.Err() != nil || p.exited() {
+			t.Fatalf("no word of the hold: stdout %q, stderr %q", p.outw.String(), p.errw.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polls the output, as waitFile polls a file
+	}
+	if _, stderr, code := cli(t, url, "lock", "--namespace", ns, "--wait", "0", "m", "--", "true"); code != exitNotAcquired {
+		t.Fatalf("lock --wait 0 while held: exit %d, stderr %q", code, stderr)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(10 * time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0; stderr %s", code, p.stderr.String())
+	}
+	if out := p.stdout.String(); !strings.HasPrefix(out, `holding mutex "m": token `) || !strings.Contains(out, "Ctrl-C") {
+		t.Errorf("stdout %q does not give the token and how to release it", out)
+	}
+	if _, stderr, code := cli(t, url, "lock", "--namespace", ns, "--wait", "0", "m", "--", "true"); code != 0 {
+		t.Errorf("lock --wait 0 after the release: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -34,6 +34,7 @@ Usage:
 
 Commands:
   lock NAME -- CMD [ARGS...]          run CMD while holding mutex NAME
+  lock NAME                           hold mutex NAME until interrupted (Ctrl-C)
   rlock [--write] NAME -- CMD [ARGS...]
                                       run CMD holding read-write mutex NAME, shared
                                       (or alone with --write); also lock --shared
@@ -93,7 +94,8 @@ Other commands exit 0 on success and 1 on failure; 2 means a usage error.
 Text output quotes names, owners and values that hold spaces, control
 characters or invalid UTF-8, with Go escapes ("a\nb", "\xff").
 
-Run 'leasehold COMMAND -h' for a command's flags and details.
+Run 'leasehold COMMAND -h' for a command's flags and details, and
+'leasehold --version' for the version.
 `
 
 func main() {
@@ -122,12 +124,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	top := flag.NewFlagSet("leasehold", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)
+	showVersion := top.Bool("version", false, "")
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
 			return exitOK
 		}
 		return report(stderr, fail(exitUsage, "%v (see leasehold -h)", err))
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "leasehold", version())
+		return exitOK
 	}
 	rest := top.Args()
 	if len(rest) == 0 {

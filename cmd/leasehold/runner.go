@@ -58,7 +58,9 @@ type target struct {
 var errBusy = errors.New("busy")
 
 const lockAbout = `Runs CMD while holding mutex NAME, like flock(1), 'etcdctl lock' or
-'consul lock'. Waiters are served in arrival order. CMD runs in its own process
+'consul lock'. Without "-- CMD", holds NAME until interrupted (SIGINT, SIGTERM,
+SIGHUP or SIGQUIT), as 'etcdctl lock NAME' does: it prints the token, then
+releases NAME and exits 0 when interrupted, or exits 75 if the hold is lost. Waiters are served in arrival order. CMD runs in its own process
 group, with these environment variables:
   LEASEHOLD_NAME     the mutex name
   LEASEHOLD_KIND     mutex
@@ -114,7 +116,7 @@ Exit codes: CMD's code; 73 not acquired (--wait); 75 lost while CMD ran;
 `
 
 func cmdLock(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
-	c := newCommand(g, "lock", "lock [flags] NAME -- CMD [ARGS...]", lockAbout)
+	c := newCommand(g, "lock", "lock [flags] NAME [-- CMD [ARGS...]]", lockAbout)
 	var f runFlags
 	f.register(c, true)
 	shared := c.fs.Bool("shared", false, "a read hold of read-write mutex NAME, as 'leasehold rlock NAME'")
@@ -200,7 +202,10 @@ func cmdSem(ctx context.Context, g *globals, args []string, stdout io.Writer) er
 			return h, err
 		},
 		busy: func(context.Context, *session.Session) string {
-			return "has no " + plural(int(*weight), "permit", "permits") + " free"
+			if *weight == 1 {
+				return "has no permit free"
+			}
+			return fmt.Sprintf("has fewer than %d permits free", *weight)
 		},
 	})
 }
@@ -331,6 +336,8 @@ func parseRunner(c *command, args []string, stdout io.Writer) (string, []string,
 		return "", nil, c.usageErr("no NAME")
 	case len(pos) > 1:
 		return "", nil, c.usageErr("unexpected %q before \"--\"; put the command after \"--\"", pos[1])
+	case c.name == "lock" && !hasCmd:
+		// lock NAME: hold the mutex until interrupted (see holdUntilSignal).
 	case !hasCmd || len(argv) == 0:
 		return "", nil, c.usageErr("no command: put it after \"--\"")
 	}
@@ -358,8 +365,10 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 	if err != nil {
 		return err
 	}
-	if err := lookCommand(argv[0]); err != nil {
-		return err
+	if len(argv) > 0 {
+		if err := lookCommand(argv[0]); err != nil {
+			return err
+		}
 	}
 
 	// Signals: until CMD runs they interrupt the wait; then they go to CMD.
@@ -542,6 +551,14 @@ func unwrapExec(err error) error {
 // exitLost.
 func supervise(s *session.Session, hd held, argv []string, kill time.Duration, sigs chan os.Signal, end *cleanup) error {
 	h := hd.h
+	if len(argv) == 0 {
+		lost := holdUntilSignal(s, hd, sigs)
+		end.start()
+		if lost {
+			return fail(exitLost, "")
+		}
+		return releaseAfter(hd, end)
+	}
 	cmd, err := startCommand(s, hd, argv)
 	if err != nil {
 		return err
@@ -681,6 +698,34 @@ func (c *cleanup) close() {
 	select {
 	case <-closed:
 	case <-ctx.Done():
+	}
+}
+
+// holdUntilSignal keeps hold hd, for 'lock NAME' without a command, until
+// SIGINT, SIGTERM, SIGHUP or SIGQUIT asks to release it, and returns
+// false; or until it is lost, and returns true. It prints the token on
+// stdout first, and warns while the lease is at risk.
+func holdUntilSignal(s *session.Session, hd held, sigs <-chan os.Signal) (lost bool) {
+	h := hd.h
+	fmt.Printf("holding %s: token %d, session %s; interrupt (Ctrl-C) or send SIGTERM to release it\n",
+		hd.what(), h.Token(), s.ID())
+	watch := &leaseWatch{deadline: s.Deadline, ttl: s.Options().TTL, what: hd.what(), w: os.Stderr}
+	risk := time.NewTimer(watch.check(time.Now()))
+	defer risk.Stop()
+	for {
+		select {
+		case <-risk.C:
+			risk.Reset(watch.check(time.Now()))
+		case <-h.Done():
+			fmt.Fprintf(os.Stderr, "leasehold: %s\n", lossText(hd, context.Cause(h.Context())))
+			return true
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+				return false
+			}
+			fmt.Fprintf(os.Stderr, "leasehold: ignoring %v; interrupt (Ctrl-C) or send SIGTERM to release %s\n", sig, hd.what())
+		}
 	}
 }
 
