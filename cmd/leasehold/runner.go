@@ -106,10 +106,11 @@ terminal's foreground process group: it should not read from the terminal.
 While CMD runs, leasehold warns on stderr once the lease is at risk -- no
 heartbeat confirmed for half the TTL -- and says when Redis answers again.
 
-Restart grace. After Redis lost its data (a restart without persistence),
-nothing is granted until the restart grace is over: up to the TTL after
-Redis started. leasehold then says so, and for how long, before it waits
-(with --wait 0 it exits 73 saying so).
+Restart grace. When a session finds the namespace's data missing -- Redis
+lost it (a restart without persistence), or the namespace is new: the two
+cannot be told apart -- nothing is granted until the restart grace is over,
+up to --restart-grace after that. leasehold then says so, once, with the time
+left, before it waits (with --wait 0 it exits 73 saying so).
 
 Exit codes: CMD's code; 73 not acquired (--wait); 75 lost while CMD ran;
 125 leasehold failed; 126/127 CMD not runnable/not found; 2 usage error.
