@@ -25,6 +25,7 @@ type globals struct {
 	redisSet  bool     // --redis was given (the demo ignores $LEASEHOLD_REDIS)
 	namespace string
 	nsSet     bool // --namespace was given
+	tls       tlsFlags
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -39,6 +40,16 @@ func (g *globals) register(fs *flag.FlagSet) {
 		g.namespace, g.nsSet = v, true
 		return nil
 	})
+	g.tls.register(fs)
+}
+
+// clientOption is clientOption of g.urls() with the TLS flags applied.
+func (g *globals) clientOption() (rueidis.ClientOption, error) {
+	opt, err := clientOption(g.urls()...)
+	if err != nil {
+		return opt, err
+	}
+	return opt, g.tls.apply(&opt)
 }
 
 // urls returns the Redis URLs to use: every --redis, else $LEASEHOLD_REDIS,
@@ -354,6 +365,11 @@ func parseSeed(sd seedText) (parsedSeed, error) {
 	case "redis-sentinel":
 		var err error
 		if u, err = sentinelURL(sd.rest); err != nil {
+			return parsedSeed{}, err
+		}
+	}
+	if pu, err := url.Parse(u); err == nil {
+		if err := checkURLOptions(pu.Query()); err != nil {
 			return parsedSeed{}, err
 		}
 	}

@@ -75,7 +75,9 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"lock", "m"}, "no command"},
+		{[]string{"elect", "e"}, "no command"},
+		{[]string{"sem-limit", "s", "-3"}, "limit -3: a limit is a whole number of at least 1, or 0 to withdraw the operator's limit"},
+		{[]string{"sem-limit", "s", "many"}, "a limit is a whole number of at least 1"},
 		{[]string{"lock", "m", "--"}, "no command"},
 		{[]string{"lock", "--", "true"}, "no NAME"},
 		{[]string{"lock", "m", "extra", "--", "true"}, "unexpected"},
@@ -95,6 +97,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"reset", "a", "--all"}, "not both"},
 		{[]string{"pool", "frob", "p"}, "unknown subcommand"},
 		{[]string{"pool", "add", "p"}, "at least one KEY"},
+		{[]string{"--redis", "redis://h:1?tls_ca_file=x", "status"}, `unknown URL option "tls_ca_file" (known: addr,`},
+		{[]string{"status", "--redis", "redis-sentinel://h:1/m?foo=bar"}, `unknown URL option "foo"`},
+		{[]string{"--redis", "redis://h:1", "--cacert", "ca.pem", "status"}, "--cacert needs TLS: use a rediss:// URL or add --tls"},
+		{[]string{"--redis", "rediss://h:1", "--cert", "c.pem", "status"}, "needs both --cert and --key"},
+		{[]string{"--redis", "unix:///tmp/r.sock", "--tls", "status"}, "TLS is not available on a unix socket"},
+		{[]string{"--redis", "rediss://h:1", "--cacert", "/nonexistent/ca.pem", "status"}, "--cacert: open /nonexistent/ca.pem"},
+		{[]string{"--redis", "redis://h:1", "--tls=maybe", "status"}, "--tls"},
 		{[]string{"frobnicate"}, "unknown command"},
 		{[]string{"--bogus"}, "flag provided but not defined"},
 	} {
@@ -107,6 +116,16 @@ func TestUsageErrors(t *testing.T) {
 		if !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%q: stderr %q, want it to mention %q", tc.args, errb.String(), tc.want)
 		}
+	}
+}
+
+// TestVersion: --version prints the module's version, "(devel)" when the
+// build did not record one.
+func TestVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &out, &errb); code != 0 || errb.Len() > 0 ||
+		out.String() != "leasehold "+version()+"\n" || version() == "" {
+		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }
 

@@ -357,10 +357,10 @@ func TestPoolCommands(t *testing.T) {
 	pool := func(args ...string) (string, string, int) {
 		return cli(t, url, append([]string{"--namespace", ns, "pool"}, args...)...)
 	}
-	if out, errb, code := pool("add", "shards", "s0", "s1", "s2"); code != 0 || !strings.Contains(out, "added 3 of 3") {
+	if out, errb, code := pool("add", "shards", "s0", "s1", "s2"); code != 0 || !strings.Contains(out, `pool "shards": added 3 members`) {
 		t.Fatalf("add: exit %d %q %q", code, out, errb)
 	}
-	if out, _, code := pool("add", "shards", "s2", "s3"); code != 0 || !strings.Contains(out, "added 1 of 2") {
+	if out, _, code := pool("add", "shards", "s2", "s3"); code != 0 || !strings.Contains(out, "added 1 of the 2 keys given; the other was a member already") {
 		t.Fatalf("add again: exit %d %q", code, out)
 	}
 	if out, _, code := pool("ls", "shards"); code != 0 || out != "s0\ns1\ns2\ns3\n" {
@@ -514,7 +514,8 @@ func TestSemLimitCommand(t *testing.T) {
 		}
 	}
 	wantIn(run(0, "sem-limit", "s"), `semaphore "s" has no stored limit`)
-	for _, bad := range [][]string{{"sem-limit"}, {"sem-limit", "s", "0"}, {"sem-limit", "s", "x"},
+	wantIn(run(0, "sem-limit", "s", "0"), `semaphore "s" has no stored limit: nothing to clear`)
+	for _, bad := range [][]string{{"sem-limit"}, {"sem-limit", "s", "-3"}, {"sem-limit", "s", "x"},
 		{"sem-limit", "s", "2", "3"}, {"sem-limit", "--clear", "s", "2"}, {"sem-limit", "a\nb", "2"}} {
 		run(exitUsage, bad...)
 	}
@@ -656,5 +657,117 @@ func TestResetElection(t *testing.T) {
 	waitFile(t, filepath.Join(dir, "term"), 5*time.Second)
 	if code := p.wait(10 * time.Second); code != exitLost {
 		t.Fatalf("elect exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
+	}
+}
+
+// TestExitWithRedisStalled: with Redis paused, leasehold still exits within
+// 250ms of its command: the release and the session's close wait no longer
+// than cleanupTimeout (the lease expires on the server by itself). Not
+// parallel: it measures a bound, and this package's parallel tests run
+// dozens of processes on a small machine.
+func TestExitWithRedisStalled(t *testing.T) {
+	srv, url, ns := server(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `echo > "$DIR/ready"; read line < "$DIR/go"; date +%s%N > "$DIR/exit"`
+	p := startEnv(t, []string{"DIR=" + dir}, url, "lock", "--namespace", ns, "--ttl", "10s", "m", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "ready"), 10*time.Second)
+	srv.Stop()
+	defer srv.Cont()
+	if err := os.WriteFile(fifo, []byte("go\n"), 0o600); err != nil { // blocks until the command reads
+		t.Fatal(err)
+	}
+	code := p.wait(10 * time.Second)
+	exited := time.Now()
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stderr %s", code, p.stderr.String())
+	}
+	ns64, err := strconv.ParseInt(strings.TrimSpace(waitFile(t, filepath.Join(dir, "exit"), time.Second)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := exited.Sub(time.Unix(0, ns64)); d > 250*time.Millisecond {
+		t.Fatalf("leasehold exited %v after its command, want at most 250ms; stderr %s", d, p.stderr.String())
+	} else {
+		t.Logf("leasehold exited %v after its command", d.Round(time.Millisecond))
+	}
+	if !strings.Contains(p.stderr.String(), "did not confirm the release") {
+		t.Errorf("stderr %q does not say that the release was not confirmed", p.stderr.String())
+	}
+}
+
+// TestResetAllKinds: reset --all takes mutexes, read-write mutexes and
+// election leaders, and names the semaphores and pools it leaves alone.
+func TestResetAllKinds(t *testing.T) {
+	t.Parallel()
+	_, url, ns := server(t)
+	dir := t.TempDir()
+	env := []string{"DIR=" + dir}
+	hold := func(file string) string {
+		return `trap 'exit 143' TERM; echo > "$DIR/` + file + `"; sleep 60 & wait`
+	}
+	holders := map[string]*proc{
+		"m":  startEnv(t, env, url, "lock", "--namespace", ns, "m", "--", "sh", "-c", hold("m")),
+		"rw": startEnv(t, env, url, "rlock", "--namespace", ns, "rw", "--", "sh", "-c", hold("rw")),
+		"e":  startEnv(t, env, url, "elect", "--namespace", ns, "e", "--", "sh", "-c", hold("e")),
+	}
+	sem := startEnv(t, env, url, "sem", "--namespace", ns, "s", "--limit", "2", "--", "sh", "-c", hold("s"))
+	for _, f := range []string{"m", "rw", "e", "s"} {
+		waitFile(t, filepath.Join(dir, f), 10*time.Second)
+	}
+
+	stdout, stderr, code := cli(t, url, "reset", "--all", "--namespace", ns)
+	for _, want := range []string{`would reset mutex "m"`, `would reset rwmutex "rw"`, `would reset election "e"`, `left as they are: semaphore "s"`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("reset --all without --yes: stdout %q lacks %q", stdout, want)
+		}
+	}
+	if want := "add --yes to force-release 1 mutex, 1 read-write mutex, 1 election leader"; code != exitError || !strings.Contains(stderr, want) {
+		t.Errorf("reset --all without --yes: exit %d, stderr %q, want %d and %q", code, stderr, exitError, want)
+	}
+	stdout, stderr, code = cli(t, url, "reset", "--all", "--yes", "--namespace", ns)
+	for _, want := range []string{`reset mutex "m"`, `reset rwmutex "rw"`, `reset election "e"`} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("reset --all --yes: exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+		}
+	}
+	for name, p := range holders {
+		if code := p.wait(10 * time.Second); code != exitLost {
+			t.Errorf("%s: exit %d, want %d; stderr %s", name, code, exitLost, p.stderr.String())
+		}
+	}
+	if sem.exited() {
+		t.Errorf("the semaphore holder ended: %s", sem.stderr.String())
+	}
+}
+
+// TestLockWithoutCommand: 'lock NAME' holds the mutex until interrupted,
+// printing the token, then releases it at once and exits 0.
+func TestLockWithoutCommand(t *testing.T) {
+	t.Parallel()
+	_, url, ns := server(t)
+	p := startEnv(t, nil, url, "lock", "--namespace", ns, "m")
+	ctx := testutil.Ctx(t, 10*time.Second)
+	for !strings.Contains(p.outw.String(), "holding") {
+		if ctx.Err() != nil || p.exited() {
+			t.Fatalf("no word of the hold: stdout %q, stderr %q", p.outw.String(), p.errw.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polls the output, as waitFile polls a file
+	}
+	if _, stderr, code := cli(t, url, "lock", "--namespace", ns, "--wait", "0", "m", "--", "true"); code != exitNotAcquired {
+		t.Fatalf("lock --wait 0 while held: exit %d, stderr %q", code, stderr)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(10 * time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0; stderr %s", code, p.stderr.String())
+	}
+	if out := p.stdout.String(); !strings.HasPrefix(out, `holding mutex "m": token `) || !strings.Contains(out, "Ctrl-C") {
+		t.Errorf("stdout %q does not give the token and how to release it", out)
+	}
+	if _, stderr, code := cli(t, url, "lock", "--namespace", ns, "--wait", "0", "m", "--", "true"); code != 0 {
+		t.Errorf("lock --wait 0 after the release: exit %d, stderr %q", code, stderr)
 	}
 }

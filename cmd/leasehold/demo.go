@@ -44,6 +44,9 @@ func cmdDemo(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	}
 	if g.redisSet {
 		opt, err := clientOption(g.redis...)
+		if err == nil {
+			err = g.tls.apply(&opt)
+		}
 		if err != nil {
 			return err
 		}

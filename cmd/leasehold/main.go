@@ -34,6 +34,7 @@ Usage:
 
 Commands:
   lock NAME -- CMD [ARGS...]          run CMD while holding mutex NAME
+  lock NAME                           hold mutex NAME until interrupted (Ctrl-C)
   rlock [--write] NAME -- CMD [ARGS...]
                                       run CMD holding read-write mutex NAME, shared
                                       (or alone with --write); also lock --shared
@@ -47,7 +48,8 @@ Commands:
   jobs [--json] [NAME]                scheduled jobs and their latest runs
   status [--json]                     sessions, mutexes, semaphores, pools, elections
   reset NAME [--yes]                  force-release mutex NAME (or an election's leader)
-  reset --all [--yes]                 force-release every held mutex
+  reset --all [--yes]                 force-release every held mutex, read-write
+                                      mutex and election leader
   sem-limit NAME [N]                  show, or set for every user, semaphore NAME's limit
   sem-limit --clear NAME              withdraw the limit an operator set
   pool add|rm NAME KEY...             add or remove members of pool NAME
@@ -67,6 +69,19 @@ Global flags (before or after COMMAND):
                    password, database and options.
   --namespace NS   key namespace (default "leasehold"); one namespace is one
                    Redis Cluster hash slot
+  --tls            talk TLS to Redis, as a rediss:// URL does ($LEASEHOLD_TLS)
+  --cacert FILE    trust the CA certificates in PEM FILE to sign the server's
+                   certificate, instead of the system's ($LEASEHOLD_CACERT)
+  --cert FILE      present the client certificate in PEM FILE, for a Redis with
+  --key FILE         tls-auth-clients yes ($LEASEHOLD_CERT, $LEASEHOLD_KEY)
+  --insecure-skip-verify
+                   do not check the server's certificate: encrypted, but open to
+                   whoever can intercept ($LEASEHOLD_INSECURE_SKIP_VERIFY)
+                   --cacert, --cert, --key and --insecure-skip-verify need TLS on
+                   (rediss:// or --tls). URL options other than rueidis' (db,
+                   dial_timeout, write_timeout, addr, master_set, skip_verify,
+                   protocol, client_cache, max_retries, client_name) are
+                   refused.
 
 Exit codes of lock, sem, elect and pool acquire:
   CMD's own code   CMD ran and exited (128+N if it was killed by signal N)
@@ -83,7 +98,8 @@ Other commands exit 0 on success and 1 on failure; 2 means a usage error.
 Text output quotes names, owners and values that hold spaces, control
 characters or invalid UTF-8, with Go escapes ("a\nb", "\xff").
 
-Run 'leasehold COMMAND -h' for a command's flags and details.
+Run 'leasehold COMMAND -h' for a command's flags and details, and
+'leasehold --version' for the version.
 `
 
 func main() {
@@ -112,12 +128,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	top := flag.NewFlagSet("leasehold", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	g.register(top)
+	showVersion := top.Bool("version", false, "")
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
 			return exitOK
 		}
 		return report(stderr, fail(exitUsage, "%v (see leasehold -h)", err))
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "leasehold", version())
+		return exitOK
 	}
 	rest := top.Args()
 	if len(rest) == 0 {

@@ -66,6 +66,7 @@ type proc struct {
 	cmd    *exec.Cmd
 	stdout bytes.Buffer
 	stderr bytes.Buffer
+	outw   *syncWriter // writes stdout; its String may be read while the process runs
 	errw   *syncWriter // writes stderr; its String may be read while the process runs
 	done   chan struct{}
 }
@@ -86,8 +87,8 @@ func startEnv(t *testing.T, env []string, redis string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
 	p.cmd.Env = append(append(os.Environ(), "LEASEHOLD_REDIS="+redis), env...)
-	p.errw = &syncWriter{w: &p.stderr}
-	p.cmd.Stdout, p.cmd.Stderr = &syncWriter{w: &p.stdout}, p.errw
+	p.outw, p.errw = &syncWriter{w: &p.stdout}, &syncWriter{w: &p.stderr}
+	p.cmd.Stdout, p.cmd.Stderr = p.outw, p.errw
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

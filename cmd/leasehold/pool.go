@@ -122,7 +122,14 @@ func poolAdd(ctx context.Context, e scripts.Env, name string, keys []string, std
 	if err != nil {
 		return fail(exitError, "pool %q: add: %v", name, err)
 	}
-	fmt.Fprintf(stdout, "pool %q: added %d of %d (the others were members already)\n", name, added, len(keys))
+	switch others := int64(len(keys)) - added; {
+	case others == 0:
+		fmt.Fprintf(stdout, "pool %q: added %s\n", name, plural(int(added), "member", "members"))
+	case others == 1:
+		fmt.Fprintf(stdout, "pool %q: added %d of the %d keys given; the other was a member already\n", name, added, len(keys))
+	default:
+		fmt.Fprintf(stdout, "pool %q: added %d of the %d keys given; the other %d were members already\n", name, added, len(keys), others)
+	}
 	return nil
 }
 

@@ -38,7 +38,7 @@ func connect(g *globals) (rueidis.Client, scripts.Env, error) {
 	if err := g.check(); err != nil {
 		return nil, scripts.Env{}, err
 	}
-	opt, err := clientOption(g.urls()...)
+	opt, err := g.clientOption()
 	if err != nil {
 		return nil, scripts.Env{}, err
 	}
@@ -47,7 +47,7 @@ func connect(g *globals) (rueidis.Client, scripts.Env, error) {
 	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, scripts.Env{}, fail(exitError, "connect to Redis at %s: %v", describeAddr(opt), err)
+		return nil, scripts.Env{}, fail(exitError, "connect to Redis at %s: %v%s", describeAddr(opt), err, connectHint(opt, err))
 	}
 	return c, env(c, g.namespace), nil
 }

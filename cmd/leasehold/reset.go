@@ -2,20 +2,24 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/leasehold/leasehold/internal/scripts"
 )
 
-const resetAbout = `Force-releases mutex NAME (or, with --all, every held mutex of the namespace),
-whoever holds it: the mutex goes at once to its first live waiter, if any, and
+const resetAbout = `Force-releases mutex NAME (or, with --all, every held mutex, read-write mutex
+and election leader of the namespace), whoever holds it: the mutex goes at once to its first live waiter, if any, and
 the holder loses it (a 'leasehold lock' holder signals its command and exits
 75). If NAME is an election (and no mutex), its leader is forced out and the
 next candidate elected ('leasehold elect' leaders exit 75 the same way). If
 NAME is a read-write mutex (and no mutex or election), its writer or every
 one of its readers loses it and its queue is served ('leasehold rlock'
-holders exit 75 the same way); --all does not include read-write mutexes.
+holders exit 75 the same way). Semaphores and pools have no reset: --all
+names those with holders and leaves them ('leasehold pool rm NAME KEY' takes
+a member from its holder).
 This is an operator override: the old holder learns of
 it at once when its notification connection is up, else within one heartbeat
 interval; in that window only fencing tokens protect the resource, and the
@@ -26,7 +30,7 @@ Without --yes nothing is changed: it prints what it would do and exits 1.
 
 func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
 	c := newCommand(g, "reset", "reset NAME [--yes] | reset --all [--yes]", resetAbout)
-	all := c.fs.Bool("all", false, "force-release every held mutex of the namespace")
+	all := c.fs.Bool("all", false, "force-release every held mutex, read-write mutex and election leader of the namespace")
 	yes := c.fs.Bool("yes", false, "do it (without it, only say what would be done)")
 	pos, _, hasCmd, err := c.parse(args, stdout)
 	if err != nil {
@@ -65,11 +69,20 @@ type heldMutex struct {
 	in   scripts.MutexInfo
 }
 
-// resetAll force-releases every held mutex of namespace e.K.
+// resetAll force-releases everything held in namespace e.K that reset
+// can take: mutexes, read-write mutexes and election leaders. It names the
+// semaphores and pools with holders, which it leaves alone.
 func resetAll(ctx context.Context, e scripts.Env, yes bool, stdout io.Writer) error {
-	mutexes, err := names(ctx, e.C, e.K.Listing(scripts.Mutex))
+	list := func(kind scripts.Kind) ([]string, error) {
+		ns, err := names(ctx, e.C, e.K.Listing(kind))
+		if err != nil {
+			return nil, fail(exitError, "reset: %v", err)
+		}
+		return ns, nil
+	}
+	mutexes, err := list(scripts.Mutex)
 	if err != nil {
-		return fail(exitError, "reset: %v", err)
+		return err
 	}
 	var plan []heldMutex
 	for _, name := range mutexes {
@@ -81,8 +94,112 @@ func resetAll(ctx context.Context, e scripts.Env, yes bool, stdout io.Writer) er
 			plan = append(plan, heldMutex{name, in})
 		}
 	}
-	return resetMutexes(ctx, e, plan, yes, stdout)
+	rws, err := heldNames(list, scripts.RWMutex, func(name string) (bool, error) {
+		in, err := e.RWMutexInspect(ctx, name)
+		return len(in.Holders) > 0, err
+	})
+	if err != nil {
+		return err
+	}
+	elections, err := heldNames(list, scripts.Election, func(name string) (bool, error) {
+		l, err := e.ElectionLeader(ctx, name)
+		return l.HoldID != "", err
+	})
+	if err != nil {
+		return err
+	}
+	untouched := untouchedHolds(ctx, e, list)
+	n := len(plan) + len(rws) + len(elections)
+	if n == 0 {
+		fmt.Fprintf(stdout, "no mutex, read-write mutex or election of namespace %q is held; nothing to reset\n", e.K.Namespace())
+		if untouched != "" {
+			fmt.Fprintln(stdout, untouched)
+		}
+		return nil
+	}
+	if !yes {
+		for _, p := range plan {
+			fmt.Fprintf(stdout, "would reset mutex %q: held by %s\n", p.name, describeHolder(p.in))
+		}
+	} else if err := resetMutexes(ctx, e, plan, true, stdout); err != nil {
+		return err
+	}
+	for _, name := range rws {
+		if err := resetRWMutex(ctx, e, name, yes, stdout); err != nil && !errors.As(err, new(notDone)) {
+			return err
+		}
+	}
+	for _, name := range elections {
+		if err := resetElection(ctx, e, name, yes, stdout); err != nil && !errors.As(err, new(notDone)) {
+			return err
+		}
+	}
+	if untouched != "" {
+		fmt.Fprintln(stdout, untouched)
+	}
+	if !yes {
+		var what []string
+		for _, k := range []struct {
+			n         int
+			one, many string
+		}{{len(plan), "mutex", "mutexes"}, {len(rws), "read-write mutex", "read-write mutexes"}, {len(elections), "election leader", "election leaders"}} {
+			if k.n > 0 {
+				what = append(what, plural(k.n, k.one, k.many))
+			}
+		}
+		return notDone{"force-release " + strings.Join(what, ", ")}
+	}
+	return nil
 }
+
+// heldNames lists the names of kind for which held reports true.
+func heldNames(list func(scripts.Kind) ([]string, error), kind scripts.Kind,
+	held func(name string) (bool, error)) ([]string, error) {
+	all, err := list(kind)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range all {
+		ok, err := held(name)
+		if err != nil {
+			return nil, fail(exitError, "reset: %s %q: %v", kind, name, err)
+		}
+		if ok {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// untouchedHolds names the semaphores and pools with holders, which reset
+// cannot take, or returns "" when there are none (or they could not be read:
+// this is only a note).
+func untouchedHolds(ctx context.Context, e scripts.Env, list func(scripts.Kind) ([]string, error)) string {
+	var held []string
+	sems, _ := list(scripts.Semaphore)
+	for _, name := range sems {
+		if st, err := e.SemaphoreStats(ctx, name); err == nil && len(st.Holders) > 0 {
+			held = append(held, fmt.Sprintf("semaphore %q", name))
+		}
+	}
+	pools, _ := list(scripts.Pool)
+	for _, name := range pools {
+		if st, err := e.PoolStats(ctx, name); err == nil && len(st.Held) > 0 {
+			held = append(held, fmt.Sprintf("pool %q", name))
+		}
+	}
+	if len(held) == 0 {
+		return ""
+	}
+	return "left as they are: " + strings.Join(held, ", ") + " (reset cannot take semaphore permits or pool members; " +
+		"'leasehold pool rm NAME KEY' takes a member from its holder)"
+}
+
+// notDone is reset's answer without --yes: it said what it would do.
+type notDone struct{ what string }
+
+func (n notDone) Error() string { return "reset: nothing done; add --yes to " + n.what }
 
 // resetName force-releases what is called name: a mutex, else an election's
 // leader, else a read-write mutex.
@@ -119,7 +236,7 @@ func resetMutexes(ctx context.Context, e scripts.Env, plan []heldMutex, yes bool
 		for _, p := range plan {
 			fmt.Fprintf(stdout, "would reset mutex %q: held by %s\n", p.name, describeHolder(p.in))
 		}
-		return fail(exitError, "reset: nothing done; add --yes to force-release %s", plural(len(plan), "mutex", "mutexes"))
+		return notDone{"force-release " + plural(len(plan), "mutex", "mutexes")}
 	}
 	for _, p := range plan {
 		hid, err := e.MutexReset(ctx, p.name)
@@ -183,7 +300,7 @@ func resetElection(ctx context.Context, e scripts.Env, name string, yes bool, st
 	if !yes {
 		fmt.Fprintf(stdout, "would reset election %q: led by session %s (term %d, value %q, lease %s left)\n",
 			name, esc(sidOf(l.HoldID)), l.Term, l.Value, human(l.TTL))
-		return fail(exitError, "reset: nothing done; add --yes to force the leader out")
+		return notDone{"force the leader out"}
 	}
 	hid, err := e.ElectionReset(ctx, name)
 	if err != nil {
@@ -210,7 +327,7 @@ func resetRWMutex(ctx context.Context, e scripts.Env, name string, yes bool, std
 	}
 	if !yes {
 		fmt.Fprintf(stdout, "would reset rwmutex %q: %s\n", name, describeRW(in))
-		return fail(exitError, "reset: nothing done; add --yes to force-release it")
+		return notDone{"force-release it"}
 	}
 	n, err := e.RWMutexReset(ctx, name)
 	if err != nil {

@@ -81,12 +81,12 @@ func TestResetRWMutex(t *testing.T) {
 		t.Fatalf("reset without --yes: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	oneLineErr(t, stderr)
-	if stdout, _, code := cli(t, url, "reset", "--all", "--yes", "--namespace", ns); code != 0 || !strings.Contains(stdout, "nothing to reset") {
-		t.Fatalf("reset --all beside a held rwmutex: exit %d, %q", code, stdout)
+	if stdout, _, code := cli(t, url, "reset", "--all", "--namespace", ns); code != exitError || !strings.Contains(stdout, `would reset rwmutex "cat"`) {
+		t.Fatalf("reset --all without --yes beside a held rwmutex: exit %d, %q", code, stdout)
 	}
 	time.Sleep(100 * time.Millisecond)
 	if r1.exited() || r2.exited() {
-		t.Fatalf("a reader ended without a reset: %s %s", r1.stderr.String(), r2.stderr.String())
+		t.Fatalf("a reader ended without a reset: %s %s", r1.errw.String(), r2.errw.String())
 	}
 
 	stdout, stderr, code = cli(t, url, "reset", "--namespace", ns, "cat", "--yes")

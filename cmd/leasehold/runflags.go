@@ -27,7 +27,7 @@ func (f *runFlags) register(c *command, lockDelay bool) {
 	f.wait.def = "forever"
 	c.fs.Var(&f.wait, "wait", "give up after waiting this `duration` (exit 73); 0: try once, exit 73 at once if not granted")
 	f.grace.def = "max(TTL, 10s)"
-	c.fs.Var(&f.grace, "restart-grace", "after Redis lost its data, refuse grants this `duration`; at least the TTL, and no shorter than the namespace's (its sessions' RestartGrace)")
+	c.fs.Var(&f.grace, "restart-grace", "once the namespace's data is found missing (Redis lost it, or the namespace is new), refuse grants this `duration`; at least the TTL, and no shorter than the namespace's (its sessions' RestartGrace)")
 	f.killAfter.def = "TTL/3"
 	c.fs.Var(&f.killAfter, "kill-after", "after a loss, send SIGKILL this `duration` after SIGTERM; at most the TTL")
 	if lockDelay {

@@ -58,7 +58,9 @@ type target struct {
 var errBusy = errors.New("busy")
 
 const lockAbout = `Runs CMD while holding mutex NAME, like flock(1), 'etcdctl lock' or
-'consul lock'. Waiters are served in arrival order. CMD runs in its own process
+'consul lock'. Without "-- CMD", holds NAME until interrupted (SIGINT, SIGTERM,
+SIGHUP or SIGQUIT), as 'etcdctl lock NAME' does: it prints the token, then
+releases NAME and exits 0 when interrupted, or exits 75 if the hold is lost. Waiters are served in arrival order. CMD runs in its own process
 group, with these environment variables:
   LEASEHOLD_NAME     the mutex name
   LEASEHOLD_KIND     mutex
@@ -66,7 +68,9 @@ group, with these environment variables:
   LEASEHOLD_SESSION  the session id, as 'leasehold status' shows it
 
 When CMD exits, the mutex is released (handed to the next waiter) and leasehold
-exits with CMD's code. Processes CMD leaves running in the background are not
+exits with CMD's code. If Redis does not confirm the release within 100ms
+(stalled or unreachable), leasehold exits anyway and says so: the mutex is
+free again once its lease expires on the server, within the TTL. Processes CMD leaves running in the background are not
 covered by the lock.
 
 When the hold is lost while CMD runs -- the lease could not be renewed in time
@@ -102,17 +106,18 @@ terminal's foreground process group: it should not read from the terminal.
 While CMD runs, leasehold warns on stderr once the lease is at risk -- no
 heartbeat confirmed for half the TTL -- and says when Redis answers again.
 
-Restart grace. After Redis lost its data (a restart without persistence),
-nothing is granted until the restart grace is over: up to the TTL after
-Redis started. leasehold then says so, and for how long, before it waits
-(with --wait 0 it exits 73 saying so).
+Restart grace. When a session finds the namespace's data missing -- Redis
+lost it (a restart without persistence), or the namespace is new: the two
+cannot be told apart -- nothing is granted until the restart grace is over,
+up to --restart-grace after that. leasehold then says so, once, with the time
+left, before it waits (with --wait 0 it exits 73 saying so).
 
 Exit codes: CMD's code; 73 not acquired (--wait); 75 lost while CMD ran;
 125 leasehold failed; 126/127 CMD not runnable/not found; 2 usage error.
 `
 
 func cmdLock(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
-	c := newCommand(g, "lock", "lock [flags] NAME -- CMD [ARGS...]", lockAbout)
+	c := newCommand(g, "lock", "lock [flags] NAME [-- CMD [ARGS...]]", lockAbout)
 	var f runFlags
 	f.register(c, true)
 	shared := c.fs.Bool("shared", false, "a read hold of read-write mutex NAME, as 'leasehold rlock NAME'")
@@ -198,7 +203,10 @@ func cmdSem(ctx context.Context, g *globals, args []string, stdout io.Writer) er
 			return h, err
 		},
 		busy: func(context.Context, *session.Session) string {
-			return "has no " + plural(int(*weight), "permit", "permits") + " free"
+			if *weight == 1 {
+				return "has no permit free"
+			}
+			return fmt.Sprintf("has fewer than %d permits free", *weight)
 		},
 	})
 }
@@ -329,6 +337,8 @@ func parseRunner(c *command, args []string, stdout io.Writer) (string, []string,
 		return "", nil, c.usageErr("no NAME")
 	case len(pos) > 1:
 		return "", nil, c.usageErr("unexpected %q before \"--\"; put the command after \"--\"", pos[1])
+	case c.name == "lock" && !hasCmd:
+		// lock NAME: hold the mutex until interrupted (see holdUntilSignal).
 	case !hasCmd || len(argv) == 0:
 		return "", nil, c.usageErr("no command: put it after \"--\"")
 	}
@@ -352,12 +362,14 @@ const graceReadTimeout = 2 * time.Second
 // is told so (once) rather than that someone else holds t.
 func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuration, kill time.Duration,
 	argv []string, t target) error {
-	opt, err := clientOption(g.urls()...)
+	opt, err := g.clientOption()
 	if err != nil {
 		return err
 	}
-	if err := lookCommand(argv[0]); err != nil {
-		return err
+	if len(argv) > 0 {
+		if err := lookCommand(argv[0]); err != nil {
+			return err
+		}
 	}
 
 	// Signals: until CMD runs they interrupt the wait; then they go to CMD.
@@ -376,9 +388,10 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 		if sig := interruptedBy(wctx); sig != nil {
 			return fail(128+int(sig.(syscall.Signal)), "interrupted by %v while connecting", sig)
 		}
-		return fail(exitFailed, "open a session on Redis at %s: %v", describeAddr(opt), err)
+		return fail(exitFailed, "open a session on Redis at %s: %v%s", describeAddr(opt), err, connectHint(opt, err))
 	}
-	defer s.Close()
+	end := &cleanup{s: s}
+	defer end.close()
 
 	c := claim{s: s, t: t, wait: wait}
 	h, err := c.acquire(wctx)
@@ -386,7 +399,7 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 	if err != nil {
 		return c.failure(ctx, wctx, err)
 	}
-	return supervise(s, held{kind: t.kind, name: t.name, h: h}, argv, kill, sigs)
+	return supervise(s, held{kind: t.kind, name: t.name, h: h}, argv, kill, sigs, end)
 }
 
 // lookCommand fails, with the exit code a shell would use, when CMD cannot
@@ -537,8 +550,16 @@ func unwrapExec(err error) error {
 // the hold ends, passes on the signals leasehold gets, warns while the
 // lease is at risk (see leaseWatch), and returns CMD's exit code, or
 // exitLost.
-func supervise(s *session.Session, hd held, argv []string, kill time.Duration, sigs chan os.Signal) error {
+func supervise(s *session.Session, hd held, argv []string, kill time.Duration, sigs chan os.Signal, end *cleanup) error {
 	h := hd.h
+	if len(argv) == 0 {
+		lost := holdUntilSignal(s, hd, sigs)
+		end.start()
+		if lost {
+			return fail(exitLost, "")
+		}
+		return releaseAfter(hd, end)
+	}
 	cmd, err := startCommand(s, hd, argv)
 	if err != nil {
 		return err
@@ -546,6 +567,7 @@ func supervise(s *session.Session, hd held, argv []string, kill time.Duration, s
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 	lost, werr := watchCommand(s, hd, cmd, waited, kill, sigs)
+	end.start()
 	if !lost && h.Err() != nil && errors.Is(h.Err(), session.ErrLost) {
 		// Lost while CMD was exiting: its work may be incomplete.
 		lost = true
@@ -555,7 +577,7 @@ func supervise(s *session.Session, hd held, argv []string, kill time.Duration, s
 		_ = signalGroup(cmd.Process, syscall.SIGKILL) // whatever CMD left in its group
 		return fail(exitLost, "")
 	}
-	if err := releaseAfter(s, hd); err != nil {
+	if err := releaseAfter(hd, end); err != nil {
 		return err
 	}
 	return exitCode(cmd.ProcessState, werr)
@@ -638,12 +660,83 @@ func watchCommand(s *session.Session, hd held, cmd *exec.Cmd, waited <-chan erro
 	}
 }
 
-// releaseAfter releases hold hd once CMD exited, so that the next waiter
-// is served at once. It fails with exitLost when the hold turns out lost;
-// any other failure is a warning (the hold expires with the lease).
-func releaseAfter(s *session.Session, hd held) error {
+// cleanupTimeout bounds what leasehold still asks of Redis once CMD has
+// exited: the release and the session's close. A stalled Redis does not
+// hold leasehold up beyond it: what it could not release expires with the
+// lease on the server.
+const cleanupTimeout = 100 * time.Millisecond
+
+// cleanup is runHeld's end of the session: once CMD has exited (start),
+// the release and the close share one deadline, cleanupTimeout later.
+type cleanup struct {
+	s  *session.Session
+	by time.Time // zero until start
+}
+
+// start begins the cleanup's time.
+func (c *cleanup) start() {
+	if c.by.IsZero() {
+		c.by = time.Now().Add(cleanupTimeout)
+	}
+}
+
+// context bounds a call of the cleanup.
+func (c *cleanup) context() (context.Context, context.CancelFunc) {
+	c.start()
+	return context.WithDeadline(context.Background(), c.by)
+}
+
+// close closes the session, waiting for it only until the deadline; the
+// close goes on in the background, cut short when the process exits.
+func (c *cleanup) close() {
+	ctx, cancel := c.context()
+	defer cancel()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_ = c.s.Close()
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
+}
+
+// holdUntilSignal keeps hold hd, for 'lock NAME' without a command, until
+// SIGINT, SIGTERM, SIGHUP or SIGQUIT asks to release it, and returns
+// false; or until it is lost, and returns true. It prints the token on
+// stdout first, and warns while the lease is at risk.
+func holdUntilSignal(s *session.Session, hd held, sigs <-chan os.Signal) (lost bool) {
 	h := hd.h
-	rctx, cancel := context.WithTimeout(context.Background(), s.Options().TTL)
+	fmt.Printf("holding %s: token %d, session %s; interrupt (Ctrl-C) or send SIGTERM to release it\n",
+		hd.what(), h.Token(), s.ID())
+	watch := &leaseWatch{deadline: s.Deadline, ttl: s.Options().TTL, what: hd.what(), w: os.Stderr}
+	risk := time.NewTimer(watch.check(time.Now()))
+	defer risk.Stop()
+	for {
+		select {
+		case <-risk.C:
+			risk.Reset(watch.check(time.Now()))
+		case <-h.Done():
+			fmt.Fprintf(os.Stderr, "leasehold: %s\n", lossText(hd, context.Cause(h.Context())))
+			return true
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+				return false
+			}
+			fmt.Fprintf(os.Stderr, "leasehold: ignoring %v; interrupt (Ctrl-C) or send SIGTERM to release %s\n", sig, hd.what())
+		}
+	}
+}
+
+// releaseAfter releases hold hd once CMD exited, so that the next waiter
+// is served at once, within end's deadline. It fails with exitLost when
+// the hold turns out lost; any other failure is a warning (the hold
+// expires with the lease).
+func releaseAfter(hd held, end *cleanup) error {
+	h := hd.h
+	rctx, cancel := end.context()
 	rerr := h.Release(rctx)
 	cancel()
 	if rerr != nil && errors.Is(rerr, session.ErrLost) {
@@ -654,7 +747,11 @@ func releaseAfter(s *session.Session, hd held) error {
 		fmt.Fprintf(os.Stderr, "leasehold: %s as the command exited\n", lossText(hd, cause))
 		return fail(exitLost, "")
 	}
-	if rerr != nil {
+	switch {
+	case errors.Is(rerr, context.DeadlineExceeded):
+		fmt.Fprintf(os.Stderr, "leasehold: warning: Redis did not confirm the release of %s within %v; "+
+			"it is free again when its lease expires on the server, within the TTL\n", hd.what(), cleanupTimeout)
+	case rerr != nil:
 		fmt.Fprintf(os.Stderr, "leasehold: warning: %s (it expires with the lease)\n", cleanCause(rerr))
 	}
 	return nil

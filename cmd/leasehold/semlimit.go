@@ -14,7 +14,7 @@ const semLimitAbout = `Shows or changes the limit of semaphore NAME for every us
 
   sem-limit NAME           print the stored limit, and whether an operator set it
   sem-limit NAME N         set the limit to N (N > 0) for everyone
-  sem-limit --clear NAME   withdraw the operator's limit
+  sem-limit --clear NAME   withdraw the operator's limit (also: sem-limit NAME 0)
 
 A limit set here overrides the --limit (or the limit in Go) that every user
 passes: nobody fails with a limit mismatch while it stands, and it stays in
@@ -52,6 +52,11 @@ func cmdSemLimit(ctx context.Context, g *globals, args []string, stdout io.Write
 // parseSemLimitArgs checks sem-limit's arguments (clr is the --clear flag,
 // set by the parse): the semaphore's name and the limit to set, 0 for none.
 func parseSemLimitArgs(c *command, clr *bool, args []string, stdout io.Writer) (name string, limit int64, err error) {
+	for _, a := range args {
+		if n, err := strconv.ParseInt(a, 10, 64); err == nil && n < 0 {
+			return "", 0, c.usageErr("limit %s: a limit is a whole number of at least 1, or 0 to withdraw the operator's limit (as --clear does)", a)
+		}
+	}
 	pos, _, hasCmd, err := c.parse(args, stdout)
 	switch {
 	case err != nil:
@@ -67,8 +72,12 @@ func parseSemLimitArgs(c *command, clr *bool, args []string, stdout io.Writer) (
 	if len(pos) == 1 {
 		return name, 0, checkExisting("semaphore", name)
 	}
-	if limit, err = strconv.ParseInt(pos[1], 10, 64); err != nil || limit <= 0 {
-		return "", 0, c.usageErr("limit %q: must be a whole number > 0", pos[1])
+	if limit, err = strconv.ParseInt(pos[1], 10, 64); err != nil || limit < 0 {
+		return "", 0, c.usageErr("limit %q: a limit is a whole number of at least 1, or 0 to withdraw the operator's limit (as --clear does)", pos[1])
+	}
+	if limit == 0 {
+		*clr = true
+		return name, 0, checkExisting("semaphore", name)
 	}
 	return name, limit, checkName("semaphore", name)
 }

@@ -46,6 +46,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -75,6 +76,7 @@ const (
 type Options struct {
 	AOF  bool     // appendonly yes, appendfsync always, data dir in t.TempDir()
 	Args []string // extra redis-server arguments, e.g. "--maxmemory", "10mb"
+	TLS  *TLS     // serve TLS only (see NewTLS); Client, Do and the readiness PING use it
 }
 
 // Server is one redis-server process started by a test.
@@ -172,7 +174,7 @@ func (s *Server) Restart() {
 // t.Cleanup.
 func (s *Server) Client(t testing.TB) rueidis.Client {
 	t.Helper()
-	c, err := newClient(s.Addr())
+	c, err := newClient(s.Addr(), s.tlsConfig())
 	if err != nil {
 		t.Fatalf("redistest: connect to %s: %v", s.Addr(), err)
 	}
@@ -187,7 +189,7 @@ func (s *Server) Do(t testing.TB, args ...string) rueidis.RedisResult {
 	if len(args) == 0 {
 		t.Fatalf("redistest: Do needs a command")
 	}
-	c, err := newClient(s.Addr())
+	c, err := newClient(s.Addr(), s.tlsConfig())
 	if err != nil {
 		return rueidis.NewErrorResult(err)
 	}
@@ -230,9 +232,10 @@ func Namespace(t testing.TB) string {
 // newClient connects to a standalone server. ForceSingleClient skips
 // rueidis' cluster probe, whose connections keep a close hook that starts a
 // delayed topology-refresh goroutine when the server dies (seen by goleak).
-func newClient(addr string) (rueidis.Client, error) {
+func newClient(addr string, tc *tls.Config) (rueidis.Client, error) {
 	return rueidis.NewClient(rueidis.ClientOption{
 		InitAddress:       []string{addr},
+		TLSConfig:         tc,
 		DisableCache:      true,
 		ConnWriteTimeout:  2 * time.Second,
 		ForceSingleClient: true,
@@ -266,6 +269,9 @@ func (s *Server) launch() error {
 		args = append(args, "--appendfsync", "always")
 	}
 	args = append(append(args, "--appendonly", aof), s.opts.Args...)
+	if s.opts.TLS != nil {
+		args = append(args, s.opts.TLS.args(s.port)...)
+	}
 	if s.portArgs != nil {
 		args = append(args, s.portArgs(s.port)...)
 	}
@@ -282,7 +288,7 @@ func (s *Server) launch() error {
 	s.cmd, s.done, s.stopped = cmd, done, false
 
 	deadline := time.Now().Add(readyTimeout)
-	for !ping(s.Addr()) {
+	for !ping(s.Addr(), s.tlsConfig()) {
 		select {
 		case <-done:
 			s.cmd = nil
@@ -334,9 +340,25 @@ func (s *Server) signal(sig syscall.Signal, stopped bool) {
 	}
 }
 
-// ping dials addr and reports whether it answers PING with +PONG.
-func ping(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+// tlsConfig is the client configuration for a TLS server, or nil.
+func (s *Server) tlsConfig() *tls.Config {
+	if s.opts.TLS == nil {
+		return nil
+	}
+	return s.opts.TLS.Config(true)
+}
+
+// ping dials addr, over TLS when tc is not nil, and reports whether it
+// answers PING with +PONG.
+func ping(addr string, tc *tls.Config) bool {
+	d := &net.Dialer{Timeout: 100 * time.Millisecond}
+	var c net.Conn
+	var err error
+	if tc != nil {
+		c, err = tls.DialWithDialer(d, "tcp", addr, tc)
+	} else {
+		c, err = d.Dial("tcp", addr)
+	}
 	if err != nil {
 		return false
 	}

@@ -203,3 +203,29 @@ func TestNamespace(t *testing.T) {
 		}
 	})
 }
+
+// TestTLS: a server started with Options.TLS answers over TLS only, and
+// with RequireClientCert only clients that present the client certificate.
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	for _, require := range []bool{false, true} {
+		t.Run(fmt.Sprintf("RequireClientCert=%v", require), func(t *testing.T) {
+			t.Parallel()
+			x := NewTLS(t, require)
+			s := Start(t, Options{TLS: x})
+			if got := mustString(t, s.Do(t, "PING")); got != "PONG" {
+				t.Fatalf("PING over TLS = %q", got)
+			}
+			if ping(s.Addr(), nil) {
+				t.Errorf("the server answered PING without TLS")
+			}
+			if got := ping(s.Addr(), x.Config(false)); got == require {
+				t.Errorf("PING over TLS without a client certificate answered: %v, want %v", got, !require)
+			}
+			s.Restart()
+			if got := mustString(t, s.Do(t, "PING")); got != "PONG" {
+				t.Fatalf("PING over TLS after Restart = %q", got)
+			}
+		})
+	}
+}
