@@ -151,7 +151,7 @@ func runCron(ctx context.Context, job *schedule.Job, argv []string, kill time.Du
 		// cron never overlap, so setting it here is set for this run alone.
 		_ = os.Setenv("LEASEHOLD_SLOT", r.Slot.UTC().Format(time.RFC3339))
 		rt.running(true)
-		last = supervise(s, held{kind: "job", name: job.Name(), h: h}, argv, kill, rt.toCmd)
+		last = supervise(s, held{kind: "job", name: job.Name(), h: h}, argv, kill, rt.toCmd, &cleanup{s: s}) // the job releases the hold, not this run
 		if sig := rt.running(false); sig != nil {
 			stop(interruptedRun{sig})
 		}

@@ -73,6 +73,39 @@ type heldMutex struct {
 // can take: mutexes, read-write mutexes and election leaders. It names the
 // semaphores and pools with holders, which it leaves alone.
 func resetAll(ctx context.Context, e scripts.Env, yes bool, stdout io.Writer) error {
+	p, err := planResetAll(ctx, e)
+	if err != nil {
+		return err
+	}
+	if p.size() == 0 {
+		fmt.Fprintf(stdout, "no mutex, read-write mutex or election of namespace %q is held; nothing to reset\n", e.K.Namespace())
+		if p.untouched != "" {
+			fmt.Fprintln(stdout, p.untouched)
+		}
+		return nil
+	}
+	if err := p.apply(ctx, e, yes, stdout); err != nil {
+		return err
+	}
+	if p.untouched != "" {
+		fmt.Fprintln(stdout, p.untouched)
+	}
+	if !yes {
+		return notDone{"force-release " + p.summary()}
+	}
+	return nil
+}
+
+// resetPlan is what reset --all found held: what it takes, and a note on
+// what it leaves ("" for nothing).
+type resetPlan struct {
+	mutexes        []heldMutex
+	rws, elections []string
+	untouched      string
+}
+
+// planResetAll lists what is held in namespace e.K.
+func planResetAll(ctx context.Context, e scripts.Env) (resetPlan, error) {
 	list := func(kind scripts.Kind) ([]string, error) {
 		ns, err := names(ctx, e.C, e.K.Listing(kind))
 		if err != nil {
@@ -80,76 +113,72 @@ func resetAll(ctx context.Context, e scripts.Env, yes bool, stdout io.Writer) er
 		}
 		return ns, nil
 	}
+	var p resetPlan
 	mutexes, err := list(scripts.Mutex)
 	if err != nil {
-		return err
+		return p, err
 	}
-	var plan []heldMutex
 	for _, name := range mutexes {
 		in, err := e.MutexInspect(ctx, name)
 		if err != nil {
-			return fail(exitError, "reset: mutex %q: %v", name, err)
+			return p, fail(exitError, "reset: mutex %q: %v", name, err)
 		}
 		if in.HoldID != "" {
-			plan = append(plan, heldMutex{name, in})
+			p.mutexes = append(p.mutexes, heldMutex{name, in})
 		}
 	}
-	rws, err := heldNames(list, scripts.RWMutex, func(name string) (bool, error) {
+	if p.rws, err = heldNames(list, scripts.RWMutex, func(name string) (bool, error) {
 		in, err := e.RWMutexInspect(ctx, name)
 		return len(in.Holders) > 0, err
-	})
-	if err != nil {
-		return err
+	}); err != nil {
+		return p, err
 	}
-	elections, err := heldNames(list, scripts.Election, func(name string) (bool, error) {
+	if p.elections, err = heldNames(list, scripts.Election, func(name string) (bool, error) {
 		l, err := e.ElectionLeader(ctx, name)
 		return l.HoldID != "", err
-	})
-	if err != nil {
-		return err
+	}); err != nil {
+		return p, err
 	}
-	untouched := untouchedHolds(ctx, e, list)
-	n := len(plan) + len(rws) + len(elections)
-	if n == 0 {
-		fmt.Fprintf(stdout, "no mutex, read-write mutex or election of namespace %q is held; nothing to reset\n", e.K.Namespace())
-		if untouched != "" {
-			fmt.Fprintln(stdout, untouched)
-		}
-		return nil
-	}
+	p.untouched = untouchedHolds(ctx, e, list)
+	return p, nil
+}
+
+func (p resetPlan) size() int { return len(p.mutexes) + len(p.rws) + len(p.elections) }
+
+// apply resets what p lists, or, without yes, says what it would reset.
+func (p resetPlan) apply(ctx context.Context, e scripts.Env, yes bool, stdout io.Writer) error {
 	if !yes {
-		for _, p := range plan {
-			fmt.Fprintf(stdout, "would reset mutex %q: held by %s\n", p.name, describeHolder(p.in))
+		for _, m := range p.mutexes {
+			fmt.Fprintf(stdout, "would reset mutex %q: held by %s\n", m.name, describeHolder(m.in))
 		}
-	} else if err := resetMutexes(ctx, e, plan, true, stdout); err != nil {
+	} else if err := resetMutexes(ctx, e, p.mutexes, true, stdout); err != nil {
 		return err
 	}
-	for _, name := range rws {
+	for _, name := range p.rws {
 		if err := resetRWMutex(ctx, e, name, yes, stdout); err != nil && !errors.As(err, new(notDone)) {
 			return err
 		}
 	}
-	for _, name := range elections {
+	for _, name := range p.elections {
 		if err := resetElection(ctx, e, name, yes, stdout); err != nil && !errors.As(err, new(notDone)) {
 			return err
 		}
 	}
-	if untouched != "" {
-		fmt.Fprintln(stdout, untouched)
-	}
-	if !yes {
-		var what []string
-		for _, k := range []struct {
-			n         int
-			one, many string
-		}{{len(plan), "mutex", "mutexes"}, {len(rws), "read-write mutex", "read-write mutexes"}, {len(elections), "election leader", "election leaders"}} {
-			if k.n > 0 {
-				what = append(what, plural(k.n, k.one, k.many))
-			}
-		}
-		return notDone{"force-release " + strings.Join(what, ", ")}
-	}
 	return nil
+}
+
+// summary names what p would force-release: "1 mutex, 2 election leaders".
+func (p resetPlan) summary() string {
+	var what []string
+	for _, k := range []struct {
+		n         int
+		one, many string
+	}{{len(p.mutexes), "mutex", "mutexes"}, {len(p.rws), "read-write mutex", "read-write mutexes"}, {len(p.elections), "election leader", "election leaders"}} {
+		if k.n > 0 {
+			what = append(what, plural(k.n, k.one, k.many))
+		}
+	}
+	return strings.Join(what, ", ")
 }
 
 // heldNames lists the names of kind for which held reports true.
