@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/fence"
 	"github.com/leasehold/leasehold/flight"
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
 	"github.com/leasehold/leasehold/rwmutex"
@@ -58,5 +61,20 @@ func TestNilSessionAndClient(t *testing.T) {
 	}
 	if err := m.Close(); err != nil {
 		t.Errorf("Manager.Close with a nil client: %v", err)
+	}
+}
+
+// TestClientOfDial: a session from Dial gives its client, on which a
+// fence store works (the README's fencing example).
+func TestClientOfDial(t *testing.T) {
+	addr := redistest.Addr(t)
+	ctx := testutil.Ctx(t, 10*time.Second)
+	s := testutil.Dial(t, addr, redistest.Namespace(t), session.Options{TTL: 5 * time.Second})
+	st := fence.New(s.Client(), "client-of-dial")
+	if err := st.Set(ctx, "k", []byte("v"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Set(ctx, "k", []byte("old"), 1); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("a write with an older token through s.Client(): %v, want ErrStale", err)
 	}
 }

@@ -128,6 +128,12 @@ func (s *Session) Close() error { return s.l.Close() }
 // Options returns the session's options with defaults filled in.
 func (s *Session) Options() Options { return Options(s.l.Options()) }
 
+// Client returns the client the session runs its calls on: the one given
+// to New, or the one Dial built, which the session owns and closes with
+// it. It is for what needs a client of the same Redis besides the
+// session, such as fence.New; do not close it.
+func (s *Session) Client() rueidis.Client { return s.l.Client() }
+
 // Resource returns what is held: the mutex or election name, or the pool key
 // that was claimed.
 func (h *Hold) Resource() string { return h.h.Resource() }

@@ -299,6 +299,9 @@ func (s *Session) Go(f func(ctx context.Context)) bool {
 // for leasehold's own packages; its type is internal.
 func (s *Session) Env() scripts.Env { return s.env }
 
+// Client is session.Session.Client.
+func (s *Session) Client() rueidis.Client { return conn.Unbound(s.env.C) }
+
 // Options returns the session's options with defaults filled in.
 func (s *Session) Options() Options { return s.opt }
 
