@@ -118,7 +118,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		ctx, cancel = context.WithTimeout(ctx, o.TTL)
 		defer cancel()
 	}
-	if err := checkVersion(ctx, c); err != nil {
+	if err := checkVersion(ctx, conn.Bound(c)); err != nil { // Bound: a redial must not hold it past ctx
 		return nil, err
 	}
 	var lane *conn.Lane
