@@ -88,8 +88,10 @@ func TestLockSIGSTOP(t *testing.T) {
 	dir := t.TempDir()
 	const ttl = 2 * time.Second
 	env := []string{"DIR=" + dir}
-	script := `trap 'date +%s%N > "$DIR/term"; exit 143' TERM; echo "$LEASEHOLD_SESSION" > "$DIR/ready"; sleep 60 & wait`
-	p := startEnv(t, env, url, "lock", "--namespace", ns, "--ttl", ttl.String(), "m", "--", "sh", "-c", script)
+	// bash's EPOCHREALTIME reads the clock without a fork: the time noted
+	// is when the signal arrived, not when a date process got to run.
+	script := `trap 'echo "$EPOCHREALTIME" > "$DIR/term"; exit 143' TERM; echo "$LEASEHOLD_SESSION" > "$DIR/ready"; sleep 60 & wait`
+	p := startEnv(t, env, url, "lock", "--namespace", ns, "--ttl", ttl.String(), "m", "--", "bash", "-c", script)
 	sid := strings.TrimSpace(waitFile(t, filepath.Join(dir, "ready"), 10*time.Second))
 
 	// Wait for a heartbeat to land, so that the next one is a full interval
@@ -114,11 +116,13 @@ func TestLockSIGSTOP(t *testing.T) {
 	defer srv.Cont()
 
 	term := waitFile(t, filepath.Join(dir, "term"), 2*ttl)
-	ns64, err := strconv.ParseInt(strings.TrimSpace(term), 10, 64)
-	if err != nil {
-		t.Fatalf("term file %q: %v", term, err)
+	sec, usec, _ := strings.Cut(strings.TrimSpace(term), ".")
+	s64, err1 := strconv.ParseInt(sec, 10, 64)
+	u64, err2 := strconv.ParseInt(usec, 10, 64)
+	if err1 != nil || err2 != nil || len(usec) != 6 {
+		t.Fatalf("term file %q: not EPOCHREALTIME's <s>.<µs>", term)
 	}
-	signalled := time.Unix(0, ns64)
+	signalled := time.Unix(s64, u64*1000)
 	srv.Cont()
 	if code := p.wait(2 * ttl); code != exitLost {
 		t.Fatalf("exit %d, want %d; stderr %s", code, exitLost, p.stderr.String())
