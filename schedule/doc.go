@@ -73,7 +73,12 @@
 // session.Options.ReplicaAck, each claim waits for that many replicas, and
 // a claim they did not acknowledge is not run, so that a failover cannot
 // lose a claim that ran; without it a failover can lose a claim and run
-// its slot again (unsupported, like every grant without ReplicaAck).
+// its slot again (unsupported, like every grant without ReplicaAck). A
+// restart from an older snapshot (RDB, or any persistence that loses
+// acknowledged writes but keeps the epoch marker) rolls the record back
+// and can run a slot again too: exactly once holds where the mutex's P1
+// holds (docs/guarantees.md), and the chaos suite measures both
+// exceptions (sentinel-failover-noack, rdb-snapshot-restart).
 //
 // History reads the latest Options.History runs. A record whose End is
 // zero and that is not Running was lost with its process.
