@@ -93,7 +93,7 @@ func (s *Session) tracedClaim(ctx context.Context, r scripts.Resource, wait bool
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	} else {
-		s.traceHold(ctx, h)
+		s.traceHold(ctx, t, h)
 	}
 	span.End()
 	return h, pub, err
@@ -115,10 +115,10 @@ func traceGranted(ctx context.Context, token int64, handoff bool) {
 	}
 }
 
-// traceHold starts the span of hold h, a child of the claim's span in ctx,
-// which ends with the hold, its last event saying why.
-func (s *Session) traceHold(ctx context.Context, h *Hold) {
-	_, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(TracerName).Start(ctx, h.res.Kind.String()+".hold", trace.WithAttributes(
+// traceHold starts the span of hold h with t, a child of the claim's span
+// in ctx, which ends with the hold, its last event saying why.
+func (s *Session) traceHold(ctx context.Context, t trace.Tracer, h *Hold) {
+	_, span := t.Start(ctx, h.res.Kind.String()+".hold", trace.WithAttributes(
 		attrNamespace.String(s.opt.Namespace), attrName.String(h.res.Name), attrSession.String(s.id),
 		attrToken.Int64(h.token)))
 	context.AfterFunc(h.ctx, func() {
@@ -134,14 +134,14 @@ func (s *Session) traceHold(ctx context.Context, h *Hold) {
 // The reasons a hold ends for, as EndReason reports them: in tracing's
 // "hold ended" events and in the leasehold_holds_lost_total metric.
 const (
-	ReasonReleased      = "released"       // Hold.Release
-	ReasonClosed        = "session_closed" // Session.Close
-	ReasonLeaseLost     = "lease_lost"     // the session's lease could no longer be proven alive
-	ReasonRevoked       = "revoked"        // taken away: reset, or its member removed from the pool
-	ReasonKeysExpired   = "keys_expired"   // its keys could not be kept alive (a slot migrating)
-	ReasonNotReclaimed  = "not_reclaimed"  // Redis lost its data, and reclaiming it failed
-	ReasonFailover      = "failover"       // a failover lost its grant (found by verify)
-	ReasonUnknownReason = "lost"           // any other end
+	ReasonReleased     = "released"       // Hold.Release
+	ReasonClosed       = "session_closed" // Session.Close
+	ReasonLeaseLost    = "lease_lost"     // the session's lease could no longer be proven alive
+	ReasonRevoked      = "revoked"        // taken away: reset, or its member removed from the pool
+	ReasonKeysExpired  = "keys_expired"   // its keys could not be kept alive (a slot migrating)
+	ReasonNotReclaimed = "not_reclaimed"  // Redis lost its data, and reclaiming it failed
+	ReasonFailover     = "failover"       // a failover lost its grant (found by verify)
+	ReasonLost         = "lost"           // any other end
 )
 
 // EndReason returns why a hold whose context ended with cause ended: one
@@ -158,7 +158,7 @@ func EndReason(cause error) string {
 	case errors.As(cause, &l):
 		return l.reason
 	}
-	return ReasonUnknownReason
+	return ReasonLost
 }
 
 // holdLost is the cause of a hold taken away while its session lives: it
