@@ -214,7 +214,7 @@ func (b *Batcher[I, R]) Stop() {
 
 // sendOne sends a flight of item alone, on the caller's goroutine.
 func (b *Batcher[I, R]) sendOne(dl time.Time, item I) R {
-	ctx, cancel := flightCtx(dl)
+	ctx, cancel := conn.Until(context.Background(), dl) // no timer: nothing waits on it (see conn.Until)
 	defer cancel()
 	return b.send(ctx, []I{item})[0]
 }

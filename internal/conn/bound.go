@@ -2,6 +2,7 @@ package conn
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -57,24 +58,113 @@ func Direct(ctx context.Context) context.Context { return direct{ctx} }
 type direct struct{ context.Context }
 
 // Until is context.WithDeadline(ctx, dl) for one call (ctx itself when dl
-// is zero or ctx already ends by dl: no timer of its own then), marked
-// Direct when ctx itself never ends: rueidis then honours the deadline by
-// itself, and the call needs no hand-over to another goroutine.
+// is zero or ctx already ends by dl: no deadline of its own then), without
+// WithDeadline's timer until something waits on its Done: rueidis'
+// synchronous mode, which the session's lane and a caller whose ctx never
+// ends use, only reads the deadline (for a socket deadline) and Err, and
+// the lane watches ctx's own cancellation (see Lane.do). The timer and
+// ctx's bookkeeping of a child were a measurable share of a serial
+// lock+release's client CPU (docs/performance.md). When ctx never ends, the
+// result counts as Direct: rueidis then honours the deadline by itself
+// (its pipelined mode asks for Done, which then gets its timer), and the
+// call needs no hand-over to another goroutine.
 func Until(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
 	if d, ok := ctx.Deadline(); dl.IsZero() || (ok && !d.After(dl)) {
 		return ctx, func() {}
 	}
-	c, cancel := context.WithDeadline(ctx, dl)
-	if ctx.Done() == nil {
-		return Direct(c), cancel
+	u := &until{parent: ctx, dl: dl}
+	return u, u.stop
+}
+
+// until is Until's ctx: it ends at parent's end or at dl, and becomes
+// context.WithDeadline(parent, dl) (c) the first time Done is asked for.
+type until struct {
+	parent context.Context
+	dl     time.Time
+
+	mu      sync.Mutex
+	c       context.Context // nil until Done is asked for
+	cancel  context.CancelFunc
+	stopped bool // its CancelFunc ran
+}
+
+func (u *until) Deadline() (time.Time, bool) { return u.dl, true }
+
+func (u *until) Done() <-chan struct{} {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.c == nil {
+		u.c, u.cancel = context.WithDeadline(u.parent, u.dl)
+		if u.stopped {
+			u.cancel()
+		}
 	}
-	return c, cancel
+	return u.c.Done()
+}
+
+func (u *until) Err() error {
+	u.mu.Lock()
+	c, stopped := u.c, u.stopped
+	u.mu.Unlock()
+	switch {
+	case c != nil:
+		return c.Err()
+	case u.parent.Err() != nil:
+		return u.parent.Err()
+	case !time.Now().Before(u.dl):
+		return context.DeadlineExceeded
+	case stopped:
+		return context.Canceled
+	}
+	return nil
+}
+
+func (u *until) Value(key any) any {
+	u.mu.Lock()
+	c := u.c
+	u.mu.Unlock()
+	if c != nil {
+		return c.Value(key) // context.Cause finds c's cause
+	}
+	return u.parent.Value(key)
+}
+
+func (u *until) stop() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.stopped = true
+	if u.cancel != nil {
+		u.cancel()
+	}
+}
+
+// inline reports whether ctx ends only at its deadline, which rueidis
+// honours by itself (see Direct): a call with it runs on the caller's
+// goroutine, and the lane has no cancellation to watch. It asks no Done of
+// an Until ctx.
+func inline(ctx context.Context) bool {
+	switch c := ctx.(type) {
+	case direct:
+		return true
+	case *until:
+		return c.parent.Done() == nil
+	}
+	return ctx.Done() == nil
+}
+
+// cancelOf returns what ends ctx other than its own deadline: an Until
+// ctx's parent, ctx itself otherwise. It asks no Done of an Until ctx.
+func cancelOf(ctx context.Context) context.Context {
+	if u, ok := ctx.(*until); ok {
+		return u.parent
+	}
+	return ctx
 }
 
 // Within runs call, returning its result, or failed(ctx.Err()) when ctx ends
 // first (call then finishes in its goroutine).
 func Within[T any](ctx context.Context, call func() T, failed func(error) T) T {
-	if _, ok := ctx.(direct); ok || ctx.Done() == nil {
+	if inline(ctx) {
 		return call()
 	}
 	ch := make(chan T, 1)

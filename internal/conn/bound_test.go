@@ -121,3 +121,44 @@ func TestUntil(t *testing.T) {
 		t.Fatal("a zero dl wrapped ctx")
 	}
 }
+
+// TestUntilWithoutTimer: an Until ctx ends at its deadline and at its
+// parent's end whether or not Done was asked for (Done is what gives it a
+// timer), and its CancelFunc ends it.
+func TestUntilWithoutTimer(t *testing.T) {
+	type key struct{}
+	parent, cancelParent := context.WithCancelCause(context.WithValue(context.Background(), key{}, "v"))
+	defer cancelParent(nil)
+
+	past, stop := conn.Until(parent, time.Now().Add(-time.Millisecond))
+	if err := past.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("past deadline, Done never asked: Err %v, want DeadlineExceeded", err)
+	}
+	<-past.Done() // closed: the deadline has passed
+	stop()
+
+	c, stop := conn.Until(parent, time.Now().Add(time.Hour))
+	defer stop()
+	if c.Value(key{}) != "v" {
+		t.Error("Value does not reach the parent")
+	}
+	if err := c.Err(); err != nil {
+		t.Fatalf("live ctx: Err %v", err)
+	}
+	why := errors.New("why")
+	cancelParent(why)
+	if err := c.Err(); !errors.Is(err, context.Canceled) {
+		t.Errorf("parent canceled, Done never asked: Err %v, want Canceled", err)
+	}
+	<-c.Done()
+	if got := context.Cause(c); got != why {
+		t.Errorf("Cause %v, want the parent's %v", got, why)
+	}
+
+	d, stopD := conn.Until(context.Background(), time.Now().Add(time.Hour))
+	stopD()
+	if err := d.Err(); !errors.Is(err, context.Canceled) {
+		t.Errorf("after its CancelFunc, Done never asked: Err %v, want Canceled", err)
+	}
+	<-d.Done() // asked after the CancelFunc: already closed
+}

@@ -137,7 +137,7 @@ func (l *Lane) take() bool { return l != nil && l.busy.CompareAndSwap(false, tru
 // the lane back.
 func (l *Lane) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	defer l.busy.Store(false)
-	if _, ok := ctx.(direct); ok {
+	if inline(ctx) {
 		// Its only end is its deadline, which rueidis' socket deadline
 		// honours: nothing to interrupt.
 		return l.c.Do(ctx, cmd)
@@ -147,7 +147,10 @@ func (l *Lane) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResul
 	call := l.seq
 	l.on = true
 	l.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { l.interrupt(call) })
+	// The deadline is rueidis' socket deadline; what else ends ctx
+	// interrupts the call (an Until ctx's parent: watching the Until ctx
+	// itself would give it the timer it saves).
+	stop := context.AfterFunc(cancelOf(ctx), func() { l.interrupt(call) })
 	r := l.c.Do(ctx, cmd)
 	stop()
 	l.mu.Lock()
