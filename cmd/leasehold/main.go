@@ -47,9 +47,10 @@ Commands:
                                       process wins the slot (in $LEASEHOLD_SLOT)
   jobs [--json] [NAME]                scheduled jobs and their latest runs
   status [--json]                     sessions, mutexes, semaphores, pools, elections
-  reset NAME [--yes]                  force-release mutex NAME (or an election's leader)
-  reset --all [--yes]                 force-release every held mutex, read-write
-                                      mutex and election leader
+  reset NAME [--kind KIND] [--yes]    force-release what is called NAME: a mutex, a
+                                      read-write mutex, an election's leader, every
+                                      permit of a semaphore, every member of a pool
+  reset --all [--kind KIND] [--yes]   force-release everything held in the namespace
   sem-limit NAME [N]                  show, or set for every user, semaphore NAME's limit
   sem-limit --clear NAME              withdraw the limit an operator set
   pool add|rm NAME KEY...             add or remove members of pool NAME
