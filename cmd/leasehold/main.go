@@ -79,10 +79,13 @@ Global flags (before or after COMMAND):
                    do not check the server's certificate: encrypted, but open to
                    whoever can intercept ($LEASEHOLD_INSECURE_SKIP_VERIFY)
                    --cacert, --cert, --key and --insecure-skip-verify need TLS on
-                   (rediss:// or --tls). URL options other than rueidis' (db,
-                   dial_timeout, write_timeout, addr, master_set, skip_verify,
-                   protocol, client_cache, max_retries, client_name) are
-                   refused.
+                   (rediss:// or --tls). With Sentinel, TLS and these settings
+                   apply to the sentinels and to the master alike, and each
+                   certificate is checked against the address dialed (the
+                   master's as the sentinels report it). URL options other
+                   than rueidis' (db, dial_timeout, write_timeout, addr,
+                   master_set, skip_verify, protocol, client_cache,
+                   max_retries, client_name) are refused.
 
 Exit codes of lock, sem, elect and pool acquire:
   CMD's own code   CMD ran and exited (128+N if it was killed by signal N)
