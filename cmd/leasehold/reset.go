@@ -36,7 +36,7 @@ Without --yes nothing is changed: it prints what it would do and exits 1.
 func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
 	c := newCommand(g, "reset", "reset NAME [--kind KIND] [--yes] | reset --all [--kind KIND] [--yes]", resetAbout)
 	all := c.fs.Bool("all", false, "force-release everything held in the namespace: mutexes, read-write mutexes, election leaders, semaphore permits, pool members")
-	kind := c.fs.String("kind", "", "only a resource of this kind: "+strings.Join(resetKindNames(), ", "))
+	kind := c.fs.String("kind", "", "only a resource of this `KIND`: "+strings.Join(resetKindNames(), ", "))
 	yes := c.fs.Bool("yes", false, "do it (without it, only say what would be done)")
 	pos, _, hasCmd, err := c.parse(args, stdout)
 	if err != nil {
