@@ -22,7 +22,8 @@
 // No member is ever held by two holds at once: a hold's context is canceled
 // before its member can be granted to anyone else (see package session for
 // the clock assumptions). Members of a crashed holder come back when its
-// lease expires. Removing a held member ends that hold with an error matching
+// lease expires. Removing a held member, or Reset (an operator's override
+// that frees every held member), ends that hold with an error matching
 // session.ErrLost: at once when its session's notification connection is up,
 // else within one heartbeat interval — in that window only the fencing token
 // (strictly increasing per member) protects against the old holder.

@@ -155,6 +155,24 @@ func (p *Pool) Stats(ctx context.Context) (Stats, error) {
 	return out, nil
 }
 
+// Reset force-releases every held member of the pool, whoever holds it
+// (an operator's override: no lock delay applies); the members stay in the
+// pool and are free again, as after a release. The holds taken away end
+// with an error matching session.ErrLost, at once when their session's
+// notification connection is up, else at its next heartbeat; until then
+// only fencing tokens protect the members. The queue is then served as
+// after a release. It returns how many live holds were taken away.
+func (p *Pool) Reset(ctx context.Context) (int, error) {
+	if err := p.check(); err != nil {
+		return 0, err
+	}
+	n, err := hook.Env(p.s).PoolReset(ctx, p.name)
+	if err != nil {
+		return 0, fmt.Errorf("pool %q: reset: %w", p.name, hook.Refusal(err))
+	}
+	return n, nil
+}
+
 func (p *Pool) check() error {
 	if err := session.CheckName(p.name); err != nil {
 		return fmt.Errorf("pool: %w", err) // err quotes the name

@@ -839,6 +839,7 @@ func TestBadInput(t *testing.T) {
 			{"AcquireKey", func() error { _, err := p.AcquireKey(ctx, key); return err }},
 			{"Stats", func() error { _, err := p.Stats(ctx); return err }},
 			{"Members", func() error { _, err := p.Members(ctx); return err }},
+			{"Reset", func() error { _, err := p.Reset(ctx); return err }},
 		}
 	}
 	expect := func(what string, err, want error) {
@@ -892,5 +893,122 @@ func TestBadInput(t *testing.T) {
 	}
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestResetEndsEveryHold: Reset by another client takes the members of two
+// sessions; each hold ends with ErrLost (not a lease loss) within one
+// heartbeat interval, through the heartbeat (the holders never subscribed)
+// and through the notification (they did). The members stay in the pool and
+// the queue is served as after a release: a waiter for member x gets it, a
+// waiter for any member the other one. Stale holders cannot release them.
+func TestResetEndsEveryHold(t *testing.T) {
+	for _, subscribed := range []bool{false, true} {
+		t.Run("subscribed="+strconv.FormatBool(subscribed), func(t *testing.T) {
+			addr := redistest.Addr(t)
+			ns := redistest.Namespace(t)
+			ctx := testutil.Ctx(t, 30*time.Second)
+			const ttl = 900 * time.Millisecond
+			a := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
+			b := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
+			w := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
+			admin := pool.New(testutil.Dial(t, addr, ns, session.Options{TTL: ttl}), "r")
+			if err := admin.Add(ctx, "x", "y"); err != nil {
+				t.Fatal(err)
+			}
+			var holds, others []*session.Hold
+			for _, s := range []*session.Session{a, b} {
+				acquire := pool.New(s, "r").TryAcquire
+				if subscribed {
+					acquire = pool.New(s, "r").Acquire // waiting subscribes
+				}
+				h, err := acquire(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				op := pool.New(s, "other-"+s.ID())
+				if err := op.Add(ctx, "o"); err != nil {
+					t.Fatal(err)
+				}
+				other, err := op.TryAcquire(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				holds, others = append(holds, h), append(others, other)
+			}
+			type got struct {
+				h   *session.Hold
+				err error
+			}
+			forX, forAny := make(chan got, 1), make(chan got, 1)
+			go func() { h, err := pool.New(w, "r").AcquireKey(ctx, "x"); forX <- got{h, err} }()
+			waiters(t, ctx, admin, 1)
+			go func() { h, err := pool.New(w, "r").Acquire(ctx); forAny <- got{h, err} }()
+			waiters(t, ctx, admin, 2)
+
+			reset := time.Now()
+			if n, err := admin.Reset(ctx); err != nil || n != 2 {
+				t.Fatalf("Reset = %d, %v; want 2", n, err)
+			}
+			for i, s := range []*session.Session{a, b} {
+				testutil.EndsTakenAway(t, "Reset", holds[i], others[i], s, reset, ttl/3)
+			}
+			gx, gany := <-forX, <-forAny
+			if gx.err != nil || gany.err != nil || gx.h.Resource() != "x" || gany.h.Resource() != "y" {
+				t.Fatalf("after Reset: waiter for x got %v, %v; waiter for any got %v, %v", gx.h, gx.err, gany.h, gany.err)
+			}
+			for _, h := range holds {
+				if err := h.Release(ctx); !errors.Is(err, session.ErrLost) {
+					t.Fatalf("Release of a reset hold: %v, want ErrLost", err)
+				}
+			}
+			type held struct {
+				key, sid string
+				token    int64
+			}
+			var gotHeld []held
+			st := stats(t, ctx, admin)
+			for _, h := range st.Held {
+				gotHeld = append(gotHeld, held{h.Key, h.Session, h.Token})
+			}
+			if want := []held{{"x", w.ID(), gx.h.Token()}, {"y", w.ID(), gany.h.Token()}}; st.Free != 0 || st.Waiters != 0 || !slices.Equal(gotHeld, want) {
+				t.Fatalf("Stats after Reset: free %d, waiters %d, held %+v; want 0, 0, %+v", st.Free, st.Waiters, gotHeld, want)
+			}
+			for _, h := range append(others, gx.h, gany.h) {
+				if err := h.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestResetNothingHeld: Reset of a pool with no member held takes nothing
+// and changes nothing.
+func TestResetNothingHeld(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 10*time.Second)
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 5 * time.Second})
+	probe := testutil.Client(t, srv.Addr())
+	p := pool.New(s, "idle")
+	if err := p.Add(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	h, err := p.TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, ctx, probe)
+	for _, name := range []string{"idle", "never"} {
+		if n, err := pool.New(s, name).Reset(ctx); err != nil || n != 0 {
+			t.Fatalf("Reset of %q = %d, %v; want 0", name, n, err)
+		}
+	}
+	if after := snapshot(t, ctx, probe); !maps.Equal(before, after) {
+		t.Fatalf("Reset with nothing held changed Redis: %d keys before, %d after", len(before), len(after))
 	}
 }

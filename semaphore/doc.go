@@ -24,6 +24,12 @@
 // (see package session for the clock assumptions). Every grant carries a
 // fencing token, strictly increasing per semaphore.
 //
+// Reset is an operator override: every permit is taken away and the queue
+// served at once, and the old holders learn of it within one heartbeat
+// interval (at once if their notification connection is up), their holds
+// ending with an error matching session.ErrLost. Only fencing tokens
+// protect against an old holder in that window.
+//
 // The limit lives in Redis. The first user stores it; a client passing a
 // different limit gets ErrLimitMismatch, so two deployments that disagree
 // notice instead of silently using two limits. SetLimit changes it on

@@ -125,10 +125,7 @@ type Stats struct {
 
 // Stats reads the semaphore's state in one round trip.
 func (sem *Semaphore) Stats(ctx context.Context) (Stats, error) {
-	if err := session.CheckName(sem.name); err != nil {
-		return Stats{}, fmt.Errorf("semaphore: %w", err) // err quotes the name
-	}
-	if err := sem.s.Err(); err != nil {
+	if err := sem.checkName(); err != nil {
 		return Stats{}, err
 	}
 	st, err := hook.Env(sem.s).SemaphoreStats(ctx, sem.name)
@@ -144,12 +141,38 @@ func (sem *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	return out, nil
 }
 
+// Reset force-releases every permit of the semaphore, whoever holds it
+// (an operator's override: no lock delay applies). The holds taken away end
+// with an error matching session.ErrLost, at once when their session's
+// notification connection is up, else at its next heartbeat; until then
+// only fencing tokens protect the resource. The queue is then served as
+// after a release. Reset does not check the limit given to New. It returns
+// how many live holds were taken away.
+func (sem *Semaphore) Reset(ctx context.Context) (int, error) {
+	if err := sem.checkName(); err != nil {
+		return 0, err
+	}
+	n, err := hook.Env(sem.s).SemaphoreReset(ctx, sem.name)
+	if err != nil {
+		return 0, fmt.Errorf("semaphore %q: reset: %w", sem.name, hook.Refusal(err))
+	}
+	return n, nil
+}
+
 func (sem *Semaphore) check(limit int64) error {
 	if err := session.CheckName(sem.name); err != nil {
 		return fmt.Errorf("semaphore: %w", err) // err quotes the name
 	}
 	if limit <= 0 {
 		return fmt.Errorf("semaphore %q: limit %d: %w", sem.name, limit, ErrInvalidLimit)
+	}
+	return sem.s.Err()
+}
+
+// checkName is check for the calls that do not use the limit.
+func (sem *Semaphore) checkName() error {
+	if err := session.CheckName(sem.name); err != nil {
+		return fmt.Errorf("semaphore: %w", err) // err quotes the name
 	}
 	return sem.s.Err()
 }

@@ -1035,6 +1035,8 @@ func TestInvalidInput(t *testing.T) {
 		want(fmt.Sprintf("SetLimit on name %.8q", name), bad.SetLimit(ctx, 3), session.ErrInvalidName)
 		_, err = bad.Stats(ctx)
 		want(fmt.Sprintf("Stats on name %.8q", name), err, session.ErrInvalidName)
+		_, err = bad.Reset(ctx)
+		want(fmt.Sprintf("Reset on name %.8q", name), err, session.ErrInvalidName)
 	}
 	gone := semaphore.New(closed, "ok", 3)
 	_, err := gone.Acquire(ctx, 1)
@@ -1042,6 +1044,8 @@ func TestInvalidInput(t *testing.T) {
 	_, err = gone.TryAcquire(ctx, 1)
 	want("TryAcquire on a closed session", err, session.ErrClosed)
 	want("SetLimit on a closed session", gone.SetLimit(ctx, 4), session.ErrClosed)
+	_, err = gone.Reset(ctx)
+	want("Reset on a closed session", err, session.ErrClosed)
 
 	if size, ks := dbsize(), keys(); size != sizeBefore || !slices.Equal(ks, keysBefore) {
 		t.Fatalf("invalid input changed Redis: DBSIZE %d → %d, keys %v → %v", sizeBefore, size, keysBefore, ks)
@@ -1227,5 +1231,105 @@ func TestKilledHolderPermitsReturn(t *testing.T) {
 			wantStats(t, stats(t, ctx, sem), 3, 0, holder{s.ID(), 1, mine.Token()}, holder{s.ID(), 2, h.Token()})
 			release(t, ctx, mine, h)
 		})
+	}
+}
+
+// TestResetEndsEveryHold: Reset by another client takes the permits of two
+// sessions; each hold ends with ErrLost (not a lease loss) within one
+// heartbeat interval, through the heartbeat (the holders never subscribed)
+// and through the notification (they did). The queue is then served as
+// after a release: FIFO, the head's 2 permits first, the waiter behind it
+// only once they are released. Stale holders cannot release the new grant.
+func TestResetEndsEveryHold(t *testing.T) {
+	for _, subscribed := range []bool{false, true} {
+		t.Run("subscribed="+strconv.FormatBool(subscribed), func(t *testing.T) {
+			addr := redistest.Addr(t)
+			ns := redistest.Namespace(t)
+			ctx := testutil.Ctx(t, 30*time.Second)
+			const ttl = 900 * time.Millisecond
+			a := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
+			b := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
+			w := testutil.Dial(t, addr, ns, session.Options{TTL: ttl})
+			admin := semaphore.New(testutil.Dial(t, addr, ns, session.Options{TTL: ttl}), "r", 2)
+
+			var holds, others []*session.Hold
+			for _, s := range []*session.Session{a, b} {
+				acquire := semaphore.New(s, "r", 2).TryAcquire
+				if subscribed {
+					acquire = semaphore.New(s, "r", 2).Acquire // Acquire subscribes
+				}
+				h, err := acquire(ctx, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				other, err := semaphore.New(s, "other-"+s.ID(), 1).TryAcquire(ctx, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				holds, others = append(holds, h), append(others, other)
+			}
+			results := make(chan acquired, 2)
+			acquireAsync(ctx, semaphore.New(w, "r", 2), 2, 0, results)
+			waitQueued(t, ctx, admin, 1, results)
+			acquireAsync(ctx, semaphore.New(w, "r", 2), 1, 1, results)
+			waitQueued(t, ctx, admin, 2, results)
+
+			reset := time.Now()
+			if n, err := admin.Reset(ctx); err != nil || n != 2 {
+				t.Fatalf("Reset = %d, %v; want 2", n, err)
+			}
+			for i, s := range []*session.Session{a, b} {
+				testutil.EndsTakenAway(t, "Reset", holds[i], others[i], s, reset, ttl/3)
+			}
+			head := receive(t, results, 5*time.Second, "the head waiter after Reset")
+			if head.i != 0 || head.err != nil || head.h.Token() <= max(holds[0].Token(), holds[1].Token()) {
+				t.Fatalf("after Reset: waiter %d got %s; want waiter 0 granted a token above %d and %d",
+					head.i, head, holds[0].Token(), holds[1].Token())
+			}
+			nothingFrom(t, results, "after Reset, with the head holding every permit")
+			for _, h := range holds {
+				if err := h.Release(ctx); !errors.Is(err, session.ErrLost) {
+					t.Fatalf("Release of a reset hold: %v, want ErrLost", err)
+				}
+			}
+			wantStats(t, stats(t, ctx, admin), 2, 1, holder{w.ID(), 2, head.h.Token()})
+			release(t, ctx, head.h)
+			next := receive(t, results, 5*time.Second, "the second waiter")
+			if next.err != nil {
+				t.Fatal(next.err)
+			}
+			release(t, ctx, append(others, next.h)...)
+		})
+	}
+}
+
+// TestResetNothingHeld: Reset of a semaphore nobody holds (idle with an
+// operator's limit, or never used) takes nothing and changes nothing.
+func TestResetNothingHeld(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 10*time.Second)
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 5 * time.Second})
+	probe := testutil.Client(t, srv.Addr())
+	sem := semaphore.New(s, "idle", 3)
+	if err := sem.SetLimit(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	h, err := sem.TryAcquire(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(t, ctx, h)
+	before := snapshot(t, ctx, probe, ns, "idle")
+	for _, name := range []string{"idle", "never"} {
+		if n, err := semaphore.New(s, name, 3).Reset(ctx); err != nil || n != 0 {
+			t.Fatalf("Reset of %q = %d, %v; want 0", name, n, err)
+		}
+	}
+	if after := snapshot(t, ctx, probe, ns, "idle"); after != before {
+		t.Fatalf("Reset of an idle semaphore changed it:\n%s\n→\n%s", before, after)
+	}
+	if got := snapshot(t, ctx, probe, ns, "never"); got != "map[] map[] []" {
+		t.Fatalf("Reset of a semaphore never used wrote %s", got)
 	}
 }

@@ -6,7 +6,7 @@
 //	leasehold elect NAME -- CMD [ARGS...]          run CMD while leading election NAME
 //	leasehold pool acquire NAME -- CMD [ARGS...]   run CMD holding a free member of pool NAME
 //	leasehold status [--json]                      sessions, mutexes, semaphores, pools, elections
-//	leasehold reset NAME|--all [--yes]             force-release mutexes (or an election's leader)
+//	leasehold reset NAME|--all [--yes]             force-release what is held: mutexes, leaders, permits, members
 //	leasehold sem-limit NAME [N] | --clear NAME    show or set a semaphore's limit for every user
 //	leasehold pool add|rm|ls|stats NAME [KEYS...]  manage a key pool
 //	leasehold demo [--redis URL]                   a scripted story on an embedded Redis

@@ -47,9 +47,10 @@ Commands:
                                       process wins the slot (in $LEASEHOLD_SLOT)
   jobs [--json] [NAME]                scheduled jobs and their latest runs
   status [--json]                     sessions, mutexes, semaphores, pools, elections
-  reset NAME [--yes]                  force-release mutex NAME (or an election's leader)
-  reset --all [--yes]                 force-release every held mutex, read-write
-                                      mutex and election leader
+  reset NAME [--kind KIND] [--yes]    force-release what is called NAME: a mutex, a
+                                      read-write mutex, an election's leader, every
+                                      permit of a semaphore, every member of a pool
+  reset --all [--kind KIND] [--yes]   force-release everything held in the namespace
   sem-limit NAME [N]                  show, or set for every user, semaphore NAME's limit
   sem-limit --clear NAME              withdraw the limit an operator set
   pool add|rm NAME KEY...             add or remove members of pool NAME
@@ -78,10 +79,13 @@ Global flags (before or after COMMAND):
                    do not check the server's certificate: encrypted, but open to
                    whoever can intercept ($LEASEHOLD_INSECURE_SKIP_VERIFY)
                    --cacert, --cert, --key and --insecure-skip-verify need TLS on
-                   (rediss:// or --tls). URL options other than rueidis' (db,
-                   dial_timeout, write_timeout, addr, master_set, skip_verify,
-                   protocol, client_cache, max_retries, client_name) are
-                   refused.
+                   (rediss:// or --tls). With Sentinel, TLS and these settings
+                   apply to the sentinels and to the master alike, and each
+                   certificate is checked against the address dialed (the
+                   master's as the sentinels report it). URL options other
+                   than rueidis' (db, dial_timeout, write_timeout, addr,
+                   master_set, skip_verify, protocol, client_cache,
+                   max_retries, client_name) are refused.
 
 Exit codes of lock, sem, elect and pool acquire:
   CMD's own code   CMD ran and exited (128+N if it was killed by signal N)

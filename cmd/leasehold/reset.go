@@ -3,34 +3,40 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/leasehold/leasehold/internal/scripts"
 )
 
-const resetAbout = `Force-releases mutex NAME (or, with --all, every held mutex, read-write mutex
-and election leader of the namespace), whoever holds it: the mutex goes at once to its first live waiter, if any, and
-the holder loses it (a 'leasehold lock' holder signals its command and exits
-75). If NAME is an election (and no mutex), its leader is forced out and the
-next candidate elected ('leasehold elect' leaders exit 75 the same way). If
-NAME is a read-write mutex (and no mutex or election), its writer or every
-one of its readers loses it and its queue is served ('leasehold rlock'
-holders exit 75 the same way). Semaphores and pools have no reset: --all
-names those with holders and leaves them ('leasehold pool rm NAME KEY' takes
-a member from its holder).
-This is an operator override: the old holder learns of
-it at once when its notification connection is up, else within one heartbeat
-interval; in that window only fencing tokens protect the resource, and the
-lock delay does not apply.
+const resetAbout = `Force-releases what is called NAME, whoever holds it (or, with --all, everything
+held in the namespace): a mutex goes at once to its first live waiter, if any,
+a read-write mutex loses its writer or every one of its readers, an election's
+leader is forced out and the next candidate elected, a semaphore loses every
+permit and a pool every held member (the members stay in the pool, free).
+Each queue is then served as after a release. The holders lose their holds: a
+'leasehold lock', 'rlock', 'sem', 'pool acquire' or 'elect' holder signals
+its command and exits 75.
+
+NAME may name resources of several kinds (a mutex and a semaphore both called
+"jobs"): reset then changes nothing and asks for --kind. With --all, --kind
+limits the reset to that kind.
+
+This is an operator override: the old holder learns of it at once when its
+notification connection is up, else within one heartbeat interval; in that
+window only fencing tokens protect the resource, and the lock delay does not
+apply.
 
 Without --yes nothing is changed: it prints what it would do and exits 1.
 `
 
 func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
-	c := newCommand(g, "reset", "reset NAME [--yes] | reset --all [--yes]", resetAbout)
-	all := c.fs.Bool("all", false, "force-release every held mutex, read-write mutex and election leader of the namespace")
+	c := newCommand(g, "reset", "reset NAME [--kind KIND] [--yes] | reset --all [--kind KIND] [--yes]", resetAbout)
+	all := c.fs.Bool("all", false, "force-release everything held in the namespace: mutexes, read-write mutexes, election leaders, semaphore permits, pool members")
+	kind := c.fs.String("kind", "", "only a resource of this `KIND`: "+strings.Join(resetKindNames(), ", "))
 	yes := c.fs.Bool("yes", false, "do it (without it, only say what would be done)")
 	pos, _, hasCmd, err := c.parse(args, stdout)
 	if err != nil {
@@ -42,12 +48,26 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 	case *all && len(pos) > 0:
 		return c.usageErr("give either NAME or --all, not both")
 	case !*all && len(pos) == 0:
-		return c.usageErr("no mutex NAME (or --all)")
+		return c.usageErr("no NAME (or --all)")
 	case len(pos) > 1:
 		return c.usageErr("one NAME at a time (or --all)")
 	}
+	kindGiven := false
+	c.fs.Visit(func(f *flag.Flag) { kindGiven = kindGiven || f.Name == "kind" })
+	kinds := resetKinds
+	if kindGiven {
+		k, ok := resetKindNamed(*kind)
+		if !ok {
+			return c.usageErr("--kind %q: not one of %s", *kind, strings.Join(resetKindNames(), ", "))
+		}
+		kinds = []resetKind{k}
+	}
 	if !*all {
-		if err := checkExisting("mutex", pos[0]); err != nil {
+		what := "resource"
+		if kindGiven {
+			what = *kind
+		}
+		if err := checkExisting(what, pos[0]); err != nil {
 			return err
 		}
 	}
@@ -58,37 +78,100 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 	defer done()
 
 	if *all {
-		return resetAll(ctx, e, *yes, stdout)
+		return resetAll(ctx, e, kinds, *yes, stdout)
 	}
-	return resetName(ctx, e, pos[0], *yes, stdout)
+	return resetName(ctx, e, kinds, pos[0], *yes, stdout)
 }
 
-// heldMutex is a mutex that reset found held, as it found it.
-type heldMutex struct {
-	name string
-	in   scripts.MutexInfo
+// resetKind is a kind of resource that reset takes.
+type resetKind struct {
+	name      string // as --kind takes it and the messages say it
+	noun      string // "a mutex"
+	one, many string // what a summary counts: "mutex", "mutexes"
+	list      scripts.Kind
+	// keys are the keys of which a resource of the kind called name has
+	// at least one while it exists.
+	keys func(k scripts.Keys, name string) []string
+	// held reports whether the resource called name is held.
+	held func(ctx context.Context, e scripts.Env, name string) (bool, error)
+	// reset force-releases it, or without yes says what it would do and
+	// returns a notDone.
+	reset func(ctx context.Context, e scripts.Env, name string, yes bool, stdout io.Writer) error
 }
 
-// resetAll force-releases everything held in namespace e.K that reset
-// can take: mutexes, read-write mutexes and election leaders. It names the
-// semaphores and pools with holders, which it leaves alone.
-func resetAll(ctx context.Context, e scripts.Env, yes bool, stdout io.Writer) error {
-	p, err := planResetAll(ctx, e)
+// resetKinds are the kinds reset takes, in the order it lists and takes them.
+var resetKinds = []resetKind{
+	{name: "mutex", noun: "a mutex", one: "mutex", many: "mutexes", list: scripts.Mutex,
+		keys: func(k scripts.Keys, name string) []string { return []string{k.Mutex(name)} },
+		held: func(ctx context.Context, e scripts.Env, name string) (bool, error) {
+			in, err := e.MutexInspect(ctx, name)
+			return in.HoldID != "", err
+		},
+		reset: resetMutex},
+	{name: "rwmutex", noun: "a read-write mutex", one: "read-write mutex", many: "read-write mutexes", list: scripts.RWMutex,
+		keys: func(k scripts.Keys, name string) []string { return []string{k.RWMutex(name), k.RWMutexReaders(name)} },
+		held: func(ctx context.Context, e scripts.Env, name string) (bool, error) {
+			in, err := e.RWMutexInspect(ctx, name)
+			return len(in.Holders) > 0, err
+		},
+		reset: rwReset.run},
+	{name: "election", noun: "an election", one: "election leader", many: "election leaders", list: scripts.Election,
+		keys: func(k scripts.Keys, name string) []string { return []string{k.Election(name)} },
+		held: func(ctx context.Context, e scripts.Env, name string) (bool, error) {
+			l, err := e.ElectionLeader(ctx, name)
+			return l.HoldID != "", err
+		},
+		reset: resetElection},
+	{name: "semaphore", noun: "a semaphore", one: "semaphore", many: "semaphores", list: scripts.Semaphore,
+		keys: func(k scripts.Keys, name string) []string {
+			return []string{k.Semaphore(name), k.SemaphoreHolders(name)}
+		},
+		held: func(ctx context.Context, e scripts.Env, name string) (bool, error) {
+			st, err := e.SemaphoreStats(ctx, name)
+			return len(st.Holders) > 0, err
+		},
+		reset: semReset.run},
+	{name: "pool", noun: "a pool", one: "pool", many: "pools", list: scripts.Pool,
+		keys: func(k scripts.Keys, name string) []string { return []string{k.PoolFree(name), k.PoolHeld(name)} },
+		held: func(ctx context.Context, e scripts.Env, name string) (bool, error) {
+			st, err := e.PoolStats(ctx, name)
+			return len(st.Held) > 0, err
+		},
+		reset: poolReset.run},
+}
+
+func resetKindNames() []string {
+	out := make([]string, len(resetKinds))
+	for i, k := range resetKinds {
+		out[i] = k.name
+	}
+	return out
+}
+
+func resetKindNamed(name string) (resetKind, bool) {
+	i := slices.IndexFunc(resetKinds, func(k resetKind) bool { return k.name == name })
+	if i < 0 {
+		return resetKind{}, false
+	}
+	return resetKinds[i], true
+}
+
+// resetAll force-releases everything of kinds held in namespace e.K.
+func resetAll(ctx context.Context, e scripts.Env, kinds []resetKind, yes bool, stdout io.Writer) error {
+	p, err := planResetAll(ctx, e, kinds)
 	if err != nil {
 		return err
 	}
 	if p.size() == 0 {
-		fmt.Fprintf(stdout, "no mutex, read-write mutex or election of namespace %q is held; nothing to reset\n", e.K.Namespace())
-		if p.untouched != "" {
-			fmt.Fprintln(stdout, p.untouched)
+		what := make([]string, len(kinds))
+		for i, k := range kinds {
+			what[i] = k.one
 		}
+		fmt.Fprintf(stdout, "no %s of namespace %q is held; nothing to reset\n", orList(what), e.K.Namespace())
 		return nil
 	}
 	if err := p.apply(ctx, e, yes, stdout); err != nil {
 		return err
-	}
-	if p.untouched != "" {
-		fmt.Fprintln(stdout, p.untouched)
 	}
 	if !yes {
 		return notDone{"force-release " + p.summary()}
@@ -96,72 +179,48 @@ func resetAll(ctx context.Context, e scripts.Env, yes bool, stdout io.Writer) er
 	return nil
 }
 
-// resetPlan is what reset --all found held: what it takes, and a note on
-// what it leaves ("" for nothing).
+// resetPlan is what reset --all found held: the names of each kind.
 type resetPlan struct {
-	mutexes        []heldMutex
-	rws, elections []string
-	untouched      string
+	kinds []resetKind
+	held  [][]string // by kind, as kinds
 }
 
-// planResetAll lists what is held in namespace e.K.
-func planResetAll(ctx context.Context, e scripts.Env) (resetPlan, error) {
-	list := func(kind scripts.Kind) ([]string, error) {
-		ns, err := names(ctx, e.C, e.K.Listing(kind))
+// planResetAll lists what of kinds is held in namespace e.K.
+func planResetAll(ctx context.Context, e scripts.Env, kinds []resetKind) (resetPlan, error) {
+	p := resetPlan{kinds: kinds, held: make([][]string, len(kinds))}
+	for i, k := range kinds {
+		all, err := names(ctx, e.C, e.K.Listing(k.list))
 		if err != nil {
-			return nil, fail(exitError, "reset: %v", err)
+			return p, fail(exitError, "reset: %v", err)
 		}
-		return ns, nil
-	}
-	var p resetPlan
-	mutexes, err := list(scripts.Mutex)
-	if err != nil {
-		return p, err
-	}
-	for _, name := range mutexes {
-		in, err := e.MutexInspect(ctx, name)
-		if err != nil {
-			return p, fail(exitError, "reset: mutex %q: %v", name, err)
-		}
-		if in.HoldID != "" {
-			p.mutexes = append(p.mutexes, heldMutex{name, in})
+		for _, name := range all {
+			ok, err := k.held(ctx, e, name)
+			if err != nil {
+				return p, fail(exitError, "reset: %s %q: %v", k.name, name, err)
+			}
+			if ok {
+				p.held[i] = append(p.held[i], name)
+			}
 		}
 	}
-	if p.rws, err = heldNames(list, scripts.RWMutex, func(name string) (bool, error) {
-		in, err := e.RWMutexInspect(ctx, name)
-		return len(in.Holders) > 0, err
-	}); err != nil {
-		return p, err
-	}
-	if p.elections, err = heldNames(list, scripts.Election, func(name string) (bool, error) {
-		l, err := e.ElectionLeader(ctx, name)
-		return l.HoldID != "", err
-	}); err != nil {
-		return p, err
-	}
-	p.untouched = untouchedHolds(ctx, e, list)
 	return p, nil
 }
 
-func (p resetPlan) size() int { return len(p.mutexes) + len(p.rws) + len(p.elections) }
+func (p resetPlan) size() int {
+	n := 0
+	for _, names := range p.held {
+		n += len(names)
+	}
+	return n
+}
 
 // apply resets what p lists, or, without yes, says what it would reset.
 func (p resetPlan) apply(ctx context.Context, e scripts.Env, yes bool, stdout io.Writer) error {
-	if !yes {
-		for _, m := range p.mutexes {
-			fmt.Fprintf(stdout, "would reset mutex %q: held by %s\n", m.name, describeHolder(m.in))
-		}
-	} else if err := resetMutexes(ctx, e, p.mutexes, true, stdout); err != nil {
-		return err
-	}
-	for _, name := range p.rws {
-		if err := resetRWMutex(ctx, e, name, yes, stdout); err != nil && !errors.As(err, new(notDone)) {
-			return err
-		}
-	}
-	for _, name := range p.elections {
-		if err := resetElection(ctx, e, name, yes, stdout); err != nil && !errors.As(err, new(notDone)) {
-			return err
+	for i, k := range p.kinds {
+		for _, name := range p.held[i] {
+			if err := k.reset(ctx, e, name, yes, stdout); err != nil && !errors.As(err, new(notDone)) {
+				return err
+			}
 		}
 	}
 	return nil
@@ -170,59 +229,12 @@ func (p resetPlan) apply(ctx context.Context, e scripts.Env, yes bool, stdout io
 // summary names what p would force-release: "1 mutex, 2 election leaders".
 func (p resetPlan) summary() string {
 	var what []string
-	for _, k := range []struct {
-		n         int
-		one, many string
-	}{{len(p.mutexes), "mutex", "mutexes"}, {len(p.rws), "read-write mutex", "read-write mutexes"}, {len(p.elections), "election leader", "election leaders"}} {
-		if k.n > 0 {
-			what = append(what, plural(k.n, k.one, k.many))
+	for i, k := range p.kinds {
+		if n := len(p.held[i]); n > 0 {
+			what = append(what, plural(n, k.one, k.many))
 		}
 	}
 	return strings.Join(what, ", ")
-}
-
-// heldNames lists the names of kind for which held reports true.
-func heldNames(list func(scripts.Kind) ([]string, error), kind scripts.Kind,
-	held func(name string) (bool, error)) ([]string, error) {
-	all, err := list(kind)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, name := range all {
-		ok, err := held(name)
-		if err != nil {
-			return nil, fail(exitError, "reset: %s %q: %v", kind, name, err)
-		}
-		if ok {
-			out = append(out, name)
-		}
-	}
-	return out, nil
-}
-
-// untouchedHolds names the semaphores and pools with holders, which reset
-// cannot take, or returns "" when there are none (or they could not be read:
-// this is only a note).
-func untouchedHolds(ctx context.Context, e scripts.Env, list func(scripts.Kind) ([]string, error)) string {
-	var held []string
-	sems, _ := list(scripts.Semaphore)
-	for _, name := range sems {
-		if st, err := e.SemaphoreStats(ctx, name); err == nil && len(st.Holders) > 0 {
-			held = append(held, fmt.Sprintf("semaphore %q", name))
-		}
-	}
-	pools, _ := list(scripts.Pool)
-	for _, name := range pools {
-		if st, err := e.PoolStats(ctx, name); err == nil && len(st.Held) > 0 {
-			held = append(held, fmt.Sprintf("pool %q", name))
-		}
-	}
-	if len(held) == 0 {
-		return ""
-	}
-	return "left as they are: " + strings.Join(held, ", ") + " (reset cannot take semaphore permits or pool members; " +
-		"'leasehold pool rm NAME KEY' takes a member from its holder)"
 }
 
 // notDone is reset's answer without --yes: it said what it would do.
@@ -230,55 +242,71 @@ type notDone struct{ what string }
 
 func (n notDone) Error() string { return "reset: nothing done; add --yes to " + n.what }
 
-// resetName force-releases what is called name: a mutex, else an election's
-// leader, else a read-write mutex.
-func resetName(ctx context.Context, e scripts.Env, name string, yes bool, stdout io.Writer) error {
+// resetName force-releases the resource called name, of the one kind among
+// kinds that has one by that name. When none has, or several have, it
+// changes nothing.
+func resetName(ctx context.Context, e scripts.Env, kinds []resetKind, name string, yes bool, stdout io.Writer) error {
+	var found []resetKind
+	for _, k := range kinds {
+		n, err := e.C.Do(ctx, e.C.B().Exists().Key(k.keys(e.K, name)...).Build()).AsInt64()
+		if err != nil {
+			return fail(exitError, "reset: %s %q: %v", k.name, name, err)
+		}
+		if n > 0 {
+			found = append(found, k)
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return found[0].reset(ctx, e, name, yes, stdout)
+	case len(found) > 1:
+		nouns, names := make([]string, len(found)), make([]string, len(found))
+		for i, k := range found {
+			nouns[i], names[i] = k.noun, k.name
+		}
+		return fail(exitUsage, "reset: %q is %s in namespace %q; nothing done: say which to reset with --kind %s",
+			name, andList(nouns), e.K.Namespace(), orList(names))
+	case len(kinds) == 1:
+		return fail(exitError, "reset: no %s %q in namespace %q", kinds[0].name, name, e.K.Namespace())
+	}
+	return fail(exitError, "reset: nothing is called %q in namespace %q (no mutex, read-write mutex, election, semaphore or pool)",
+		name, e.K.Namespace())
+}
+
+// andList joins "a", "b", "c" as "a, b and c"; orList as "a, b or c".
+func andList(s []string) string { return joinLast(s, " and ") }
+func orList(s []string) string  { return joinLast(s, " or ") }
+
+func joinLast(s []string, last string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + last + s[len(s)-1]
+}
+
+// resetMutex force-releases mutex name, or without yes says what it would do.
+func resetMutex(ctx context.Context, e scripts.Env, name string, yes bool, stdout io.Writer) error {
 	in, err := e.MutexInspect(ctx, name)
 	switch {
 	case err != nil:
 		return fail(exitError, "reset: mutex %q: %v", name, err)
-	case in.HoldID != "":
-		return resetMutexes(ctx, e, []heldMutex{{name, in}}, yes, stdout)
-	case in.Token != 0:
+	case in.HoldID == "":
 		fmt.Fprintf(stdout, "mutex %q is not held; nothing to reset\n", name)
 		return nil
+	case !yes:
+		fmt.Fprintf(stdout, "would reset mutex %q: held by %s\n", name, describeHolder(in))
+		return notDone{"force-release 1 mutex"}
 	}
-	switch kind := otherKind(ctx, e, name); kind {
-	case "election":
-		return resetElection(ctx, e, name, yes, stdout)
-	case "rwmutex":
-		return resetRWMutex(ctx, e, name, yes, stdout)
-	case "semaphore", "pool":
-		return fail(exitError, "reset: %q is a %s; reset force-releases mutexes, read-write mutexes and election leaders only", name, kind)
-	}
-	return fail(exitError, "reset: no mutex %q in namespace %q", name, e.K.Namespace())
-}
-
-// resetMutexes force-releases the mutexes of plan, or without yes says
-// what it would do.
-func resetMutexes(ctx context.Context, e scripts.Env, plan []heldMutex, yes bool, stdout io.Writer) error {
-	if len(plan) == 0 {
-		fmt.Fprintf(stdout, "no mutex of namespace %q is held; nothing to reset\n", e.K.Namespace())
-		return nil
-	}
-	if !yes {
-		for _, p := range plan {
-			fmt.Fprintf(stdout, "would reset mutex %q: held by %s\n", p.name, describeHolder(p.in))
-		}
-		return notDone{"force-release " + plural(len(plan), "mutex", "mutexes")}
-	}
-	for _, p := range plan {
-		hid, err := e.MutexReset(ctx, p.name)
-		switch {
-		case err != nil:
-			return fail(exitError, "reset: mutex %q: %v", p.name, err)
-		case hid == "":
-			fmt.Fprintf(stdout, "mutex %q was released meanwhile; nothing to reset\n", p.name)
-		case hid != p.in.HoldID:
-			fmt.Fprintf(stdout, "reset mutex %q: took it from session %s (it had changed hands meanwhile)\n", p.name, esc(sidOf(hid)))
-		default:
-			fmt.Fprintf(stdout, "reset mutex %q: took it from %s\n", p.name, describeHolder(p.in))
-		}
+	hid, err := e.MutexReset(ctx, name)
+	switch {
+	case err != nil:
+		return fail(exitError, "reset: mutex %q: %v", name, err)
+	case hid == "":
+		fmt.Fprintf(stdout, "mutex %q was released meanwhile; nothing to reset\n", name)
+	case hid != in.HoldID:
+		fmt.Fprintf(stdout, "reset mutex %q: took it from session %s (it had changed hands meanwhile)\n", name, esc(sidOf(hid)))
+	default:
+		fmt.Fprintf(stdout, "reset mutex %q: took it from %s\n", name, describeHolder(in))
 	}
 	return nil
 }
@@ -289,24 +317,6 @@ func describeHolder(in scripts.MutexInfo) string {
 		s += ", " + plural(in.Waiters, "waiter", "waiters")
 	}
 	return s + ")"
-}
-
-// otherKind names the kind of resource called name, if any, other than a mutex.
-func otherKind(ctx context.Context, e scripts.Env, name string) string {
-	for _, k := range []struct{ kind, key string }{
-		{"semaphore", e.K.Semaphore(name)},
-		{"election", e.K.Election(name)},
-		{"rwmutex", e.K.RWMutex(name)},
-		{"rwmutex", e.K.RWMutexReaders(name)},
-		{"pool", e.K.PoolFree(name)},
-		{"pool", e.K.PoolHeld(name)},
-	} {
-		n, err := e.C.Do(ctx, e.C.B().Exists().Key(k.key).Build()).AsInt64()
-		if err == nil && n > 0 {
-			return k.kind
-		}
-	}
-	return ""
 }
 
 func plural(n int, one, many string) string {
@@ -343,51 +353,126 @@ func resetElection(ctx context.Context, e scripts.Env, name string, yes bool, st
 	return nil
 }
 
-// resetRWMutex force-releases read-write mutex name: its writer, or every
-// one of its readers.
-func resetRWMutex(ctx context.Context, e scripts.Env, name string, yes bool, stdout io.Writer) error {
-	in, err := e.RWMutexInspect(ctx, name)
+// holdsReset is the reset of a kind whose script takes every hold of a
+// resource and says how many it took: a read-write mutex, a semaphore, a
+// pool.
+type holdsReset struct {
+	kind string
+	// describe says who holds resource name and who waits ("" when nobody
+	// holds it).
+	describe func(ctx context.Context, e scripts.Env, name string) (string, error)
+	reset    func(e scripts.Env, ctx context.Context, name string) (int, error)
+	after    string // what the report of a reset adds
+}
+
+var (
+	rwReset   = holdsReset{"rwmutex", describeRW, scripts.Env.RWMutexReset, ""}
+	semReset  = holdsReset{"semaphore", describeSemaphore, scripts.Env.SemaphoreReset, ""}
+	poolReset = holdsReset{"pool", describePool, scripts.Env.PoolReset, "; its members are free again"}
+)
+
+// run force-releases resource name, or without yes says what it would do.
+func (r holdsReset) run(ctx context.Context, e scripts.Env, name string, yes bool, stdout io.Writer) error {
+	what, err := r.describe(ctx, e, name)
 	if err != nil {
-		return fail(exitError, "reset: rwmutex %q: %v", name, err)
+		return fail(exitError, "reset: %s %q: %v", r.kind, name, err)
 	}
-	if len(in.Holders) == 0 {
-		fmt.Fprintf(stdout, "rwmutex %q is not held; nothing to reset\n", name)
+	if what == "" {
+		fmt.Fprintf(stdout, "%s %q is not held; nothing to reset\n", r.kind, name)
 		return nil
 	}
 	if !yes {
-		fmt.Fprintf(stdout, "would reset rwmutex %q: %s\n", name, describeRW(in))
+		fmt.Fprintf(stdout, "would reset %s %q: %s\n", r.kind, name, what)
 		return notDone{"force-release it"}
 	}
-	n, err := e.RWMutexReset(ctx, name)
+	n, err := r.reset(e, ctx, name)
 	if err != nil {
-		return fail(exitError, "reset: rwmutex %q: %v", name, err)
+		return fail(exitError, "reset: %s %q: %v", r.kind, name, err)
 	}
 	if n == 0 {
-		fmt.Fprintf(stdout, "rwmutex %q was released meanwhile; nothing to reset\n", name)
+		fmt.Fprintf(stdout, "%s %q was released meanwhile; nothing to reset\n", r.kind, name)
 		return nil
 	}
-	fmt.Fprintf(stdout, "reset rwmutex %q: took %s\n", name, plural(n, "hold", "holds"))
+	fmt.Fprintf(stdout, "reset %s %q: took %s%s\n", r.kind, name, plural(n, "hold", "holds"), r.after)
 	return nil
 }
 
-// describeRW says who holds a read-write mutex (in.Holders is not empty)
-// and who waits.
-func describeRW(in scripts.RWMutexInfo) string {
+// describeRW says who holds read-write mutex name and who waits.
+func describeRW(ctx context.Context, e scripts.Env, name string) (string, error) {
+	in, err := e.RWMutexInspect(ctx, name)
+	if err != nil || len(in.Holders) == 0 {
+		return "", err
+	}
 	var s string
 	if h := in.Holders[0]; !h.Shared {
 		s = fmt.Sprintf("written by session %s (owner %s, token %d, lease %s left", esc(sidOf(h.HoldID)), cell(h.Owner), h.Token, human(h.TTL))
 	} else {
-		s = "read by " + plural(len(in.Holders), "hold", "holds") + " (sessions"
+		hids := make([]string, len(in.Holders))
 		for i, h := range in.Holders {
-			if i == 3 {
-				s += fmt.Sprintf(" and %d more", len(in.Holders)-i)
-				break
-			}
-			s += " " + esc(sidOf(h.HoldID))
+			hids[i] = h.HoldID
+		}
+		s = "read by " + plural(len(in.Holders), "hold", "holds") + " (" + sessionList(hids)
+	}
+	return s + waiting(len(in.Queue)) + ")", nil
+}
+
+// describeSemaphore says who holds permits of semaphore name and who waits.
+func describeSemaphore(ctx context.Context, e scripts.Env, name string) (string, error) {
+	st, err := e.SemaphoreStats(ctx, name)
+	if err != nil || len(st.Holders) == 0 {
+		return "", err
+	}
+	var n int64
+	hids := make([]string, len(st.Holders))
+	for i, h := range st.Holders {
+		n += h.N
+		hids[i] = h.HoldID
+	}
+	return fmt.Sprintf("%d of %d permits held by %s (%s%s)", n, st.Limit,
+		plural(len(hids), "hold", "holds"), sessionList(hids), waiting(st.Waiters)), nil
+}
+
+// describePool says which members of pool name are held, by whom, and who
+// waits.
+func describePool(ctx context.Context, e scripts.Env, name string) (string, error) {
+	st, err := e.PoolStats(ctx, name)
+	if err != nil || len(st.Held) == 0 {
+		return "", err
+	}
+	keys, hids := make([]string, len(st.Held)), make([]string, len(st.Held))
+	for i, h := range st.Held {
+		keys[i], hids[i] = fmt.Sprintf("%q", h.Key), h.HoldID
+	}
+	if len(keys) > 3 {
+		keys = append(keys[:3], fmt.Sprintf("%d more", len(st.Held)-3))
+	}
+	return fmt.Sprintf("%s of %d held (%s; %s%s)", plural(len(hids), "member", "members"), len(st.Held)+len(st.Free),
+		strings.Join(keys, ", "), sessionList(hids), waiting(st.Waiters)), nil
+}
+
+// sessionList names the sessions of hold ids hids, each once, three at most:
+// "session a", "sessions a b c and 2 more".
+func sessionList(hids []string) string {
+	var sids []string
+	for _, h := range hids {
+		if sid := esc(sidOf(h)); !slices.Contains(sids, sid) {
+			sids = append(sids, sid)
 		}
 	}
-	if len(in.Queue) > 0 {
-		s += ", " + plural(len(in.Queue), "waiter", "waiters")
+	if len(sids) == 1 {
+		return "session " + sids[0]
 	}
-	return s + ")"
+	s := "sessions " + strings.Join(sids[:min(3, len(sids))], " ")
+	if len(sids) > 3 {
+		s += fmt.Sprintf(" and %d more", len(sids)-3)
+	}
+	return s
+}
+
+// waiting is ", N waiters", or "" for none.
+func waiting(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return ", " + plural(n, "waiter", "waiters")
 }

@@ -797,7 +797,8 @@ func (lw *leaseWatch) check(now time.Time) time.Duration {
 //
 // The session reports a hold taken away from a live session (reset, pool
 // member removed) with an ErrLost whose text says "taken away"; which of
-// those it was follows from the kind of resource.
+// those it was follows from the kind of resource, but for a pool, whose
+// holds both can take.
 func lossText(hd held, cause error) string {
 	msg := cleanCause(cause)
 	switch {
@@ -807,12 +808,12 @@ func lossText(hd held, cause error) string {
 		return fmt.Sprintf("lost %s: lease lost, %s", hd.what(), msg)
 	case errors.Is(cause, session.ErrLost) && strings.Contains(msg, "taken away"):
 		switch hd.kind {
-		case "mutex", "rwmutex":
+		case "mutex", "rwmutex", "semaphore":
 			return fmt.Sprintf("%s was reset by an operator", hd.what())
 		case "election":
 			return fmt.Sprintf("%s: this leader was forced out by an operator (reset)", hd.what())
 		case "pool":
-			return fmt.Sprintf("%s was removed from the pool", hd.what())
+			return fmt.Sprintf("%s was taken away by an operator (the pool reset, or the member removed)", hd.what())
 		}
 		return fmt.Sprintf("%s was taken away", hd.what())
 	case errors.Is(cause, session.ErrLost) && strings.Contains(msg, "could not be reclaimed"):

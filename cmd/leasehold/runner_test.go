@@ -231,7 +231,7 @@ func TestPoolAcquire(t *testing.T) {
 	if code := p1.wait(10 * time.Second); code != exitLost {
 		t.Fatalf("holder of the removed member: exit %d, want %d; stderr %s", code, exitLost, p1.stderr.String())
 	}
-	want := `leasehold: pool "p" member "` + m1[0] + `" was removed from the pool; sent SIGTERM to the command, SIGKILL in 1.7s if it still runs`
+	want := `leasehold: pool "p" member "` + m1[0] + `" was taken away by an operator (the pool reset, or the member removed); sent SIGTERM to the command, SIGKILL in 1.7s if it still runs`
 	if got := p1.stderr.String(); !strings.Contains(got, want) {
 		t.Errorf("stderr %q, want %q", got, want)
 	}

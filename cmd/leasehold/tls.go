@@ -75,8 +75,9 @@ func (f *tlsFlags) boolean(name string) (bool, error) {
 }
 
 // apply sets opt's TLS configuration as the flags and variables ask: TLS
-// is on with rediss:// or --tls, and the other settings need it on. opt
-// comes from clientOption.
+// is on with rediss:// or --tls, and the other settings need it on. With
+// Sentinel it applies to the sentinels and to the master alike. opt comes
+// from clientOption.
 func (f *tlsFlags) apply(opt *rueidis.ClientOption) error {
 	on, err := f.boolean("tls")
 	if err != nil {
@@ -130,6 +131,16 @@ func (f *tlsFlags) apply(opt *rueidis.ClientOption) error {
 		tc.Certificates = []tls.Certificate{pair}
 	}
 	opt.TLSConfig = tc
+	if opt.Sentinel.MasterSet != "" {
+		// The same settings serve the sentinels and the master they name,
+		// as one --tls serves every connection of redis-cli (and go-redis's
+		// FailoverOptions.TLSConfig both): rueidis dials the sentinels with
+		// Sentinel.TLSConfig alone, plain when it is nil. Each connection
+		// checks the certificate against the host it dials: the master's
+		// is not the first sentinel's, which rueidis.ParseURL names.
+		tc.ServerName = ""
+		opt.Sentinel.TLSConfig = tc.Clone()
+	}
 	return nil
 }
 

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"flag"
 	"fmt"
 	"strings"
 	"testing"
@@ -108,4 +110,79 @@ func TestTLSToPlainPort(t *testing.T) {
 	if code != exitError || !strings.Contains(stderr, "does not speak TLS") {
 		t.Errorf("rediss:// to a plain port: exit %d, stderr %q", code, stderr)
 	}
+}
+
+// TestSentinelTLSOption: with Sentinel, the TLS flags and variables (and
+// rediss://) configure the connections to the sentinels as well as to the
+// master, with no fixed server name (each connection checks the host it
+// dials); without Sentinel, Sentinel.TLSConfig stays unset.
+func TestSentinelTLSOption(t *testing.T) {
+	x := redistest.NewTLS(t, true)
+	for _, tc := range []struct {
+		name     string
+		url      string
+		flags    []string
+		sentinel bool
+	}{
+		{"redis-sentinel:// with --tls, --cacert, --cert, --key", "redis-sentinel://s1:26379,s2/m",
+			[]string{"--tls", "--cacert", x.CAFile, "--cert", x.ClientCertFile, "--key", x.ClientKeyFile}, true},
+		{"rediss:// with master_set", "rediss://s1:26379?master_set=m", []string{"--cacert", x.CAFile}, true},
+		{"rediss:// without Sentinel", "rediss://r1:6379", []string{"--cacert", x.CAFile}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &globals{}
+			top := flag.NewFlagSet("leasehold", flag.ContinueOnError)
+			g.register(top)
+			if err := top.Parse(append([]string{"--redis", tc.url}, tc.flags...)); err != nil {
+				t.Fatal(err)
+			}
+			opt, err := g.clientOption()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if opt.TLSConfig == nil || opt.TLSConfig.RootCAs == nil {
+				t.Fatalf("TLSConfig %+v, want one with the CA", opt.TLSConfig)
+			}
+			if !tc.sentinel {
+				if opt.Sentinel.TLSConfig != nil {
+					t.Fatalf("Sentinel.TLSConfig set without Sentinel")
+				}
+				return
+			}
+			for what, c := range map[string]*tls.Config{"TLSConfig": opt.TLSConfig, "Sentinel.TLSConfig": opt.Sentinel.TLSConfig} {
+				if c == nil || c.ServerName != "" || !c.RootCAs.Equal(opt.TLSConfig.RootCAs) ||
+					len(c.Certificates) != len(opt.TLSConfig.Certificates) {
+					t.Errorf("%s = %+v; want the CA and certificates of TLSConfig, no server name", what, c)
+				}
+			}
+			if opt.Sentinel.TLSConfig == opt.TLSConfig {
+				t.Error("Sentinel.TLSConfig is TLSConfig itself, not a copy")
+			}
+		})
+	}
+}
+
+// TestSentinelTLS: through a Sentinel that, like its master, serves TLS
+// only, the CLI finds the master and holds a lock with the TLS flags (and
+// with rediss:// and LEASEHOLD_CACERT); without TLS it says that the server
+// may expect it.
+func TestSentinelTLS(t *testing.T) {
+	t.Parallel()
+	srv, x, ns := tlsServer(t, false)
+	sentinel := redistest.StartSentinel(t, srv, "m")
+	run := []string{"lock", "--namespace", ns, "m", "--", "sh", "-c", `echo "token $LEASEHOLD_TOKEN"`}
+
+	stdout, stderr, code := cli(t, "redis-sentinel://"+sentinel+"/m", append([]string{"--tls", "--cacert", x.CAFile}, run...)...)
+	if code != 0 || !strings.HasPrefix(stdout, "token ") {
+		t.Fatalf("lock through a TLS Sentinel with --tls --cacert: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	p := startEnv(t, []string{"LEASEHOLD_CACERT=" + x.CAFile}, "rediss://"+sentinel+"?master_set=m", run...)
+	if code := p.wait(30 * time.Second); code != 0 || !strings.HasPrefix(p.stdout.String(), "token ") {
+		t.Fatalf("lock through a TLS Sentinel with rediss:// and LEASEHOLD_CACERT: exit %d, stderr %q", code, p.stderr.String())
+	}
+	_, stderr, code = cli(t, "redis-sentinel://"+sentinel+"/m?dial_timeout=1s", "status", "--namespace", ns)
+	if code != exitError || !strings.Contains(stderr, "TLS") {
+		t.Errorf("status through a TLS Sentinel without TLS: exit %d, stderr %q", code, stderr)
+	}
+	oneLineErr(t, stderr)
 }

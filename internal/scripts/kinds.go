@@ -16,12 +16,14 @@ var (
 	semAcquireBatch = newScript(fastOnly("semaphore_acquire_batch.lua"), false)
 	semReleaseBatch = newScript(fastOnly("semaphore_release_batch.lua"), false)
 	semSetLimit     = script("semaphore_setlimit.lua")
+	semReset        = script("semaphore_reset.lua")
 	semStats        = readOnly("semaphore_stats.lua")
 
 	// pool_core.lua goes before the helpers (see its header).
 	poolAcquire      = script("pool_acquire.lua")
 	poolRelease      = script("pool_release.lua")
 	poolMembers      = script("pool_members.lua")
+	poolReset        = script("pool_reset.lua")
 	poolStats        = readOnly("pool_stats.lua")
 	poolAcquireBatch = newScript(fastOnly("pool_acquire_batch.lua"), false)
 	poolReleaseBatch = newScript(fastOnly("pool_release_batch.lua"), false)
@@ -53,6 +55,13 @@ func (e Env) SemaphoreSetLimit(ctx context.Context, name string, limit int64, id
 	return semSetLimit.Exec(ctx, e.C, e.semKeys(name),
 		[]string{e.K.Prefix, e.sharded(), name, strconv.FormatInt(limit, 10),
 			strconv.FormatInt(idle.Milliseconds(), 10)}).AsInt64()
+}
+
+// SemaphoreReset force-releases every permit of semaphore name, serves its
+// queue, and returns how many live holds it took away.
+func (e Env) SemaphoreReset(ctx context.Context, name string) (int, error) {
+	n, err := semReset.Exec(ctx, e.C, e.semKeys(name), []string{e.K.Prefix, e.sharded(), name}).AsInt64()
+	return int(n), err
 }
 
 // SemaphoreHolder is one live holder of a semaphore.
@@ -119,6 +128,14 @@ func (e Env) PoolChange(ctx context.Context, name, op string, keys []string) (ad
 		return 0, 0, fmt.Errorf("%w: %q", ErrNotMember, k)
 	}
 	return added, removed, firstErr(num(v[0], &added), num(v[1], &removed))
+}
+
+// PoolReset force-releases every held member of pool name, serves its
+// queue, and returns how many live holds it took away.
+func (e Env) PoolReset(ctx context.Context, name string) (int, error) {
+	n, err := poolReset.Exec(ctx, e.C, e.poolKeys(name),
+		[]string{e.K.Prefix, e.sharded(), name, e.K.PoolBase(name)}).AsInt64()
+	return int(n), err
 }
 
 // PoolHolder is one held member of a pool.

@@ -1,0 +1,507 @@
+local R_BUSY, R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_LEASE, K_CHANNEL, K_EPOCH = 0, -1, -5, -7, -8, "s:", "n:", "epoch"
+-- common.lua: helpers that go first in every other script (see join in
+-- scripts.go); not a script of its own.
+-- p is the namespace key prefix "{ns}:". Hold ids look like "<sid>.<n>", so the
+-- session that owns a hold (and whose lease keeps it valid) is part of its id.
+-- Every key built here starts with p and so shares the namespace hash slot.
+
+local function sid_of(hid)
+  return string.match(hid, '^([^.]+)%.')
+end
+
+-- prefix_of returns the prefix "{ns}:" of key k (a namespace has no braces).
+local function prefix_of(k)
+  return string.match(k, '^{[^}]*}:')
+end
+
+-- alive reports whether the lease of the session owning hold id hid exists.
+local function alive(p, hid)
+  return redis.call('EXISTS', p .. K_LEASE .. sid_of(hid)) == 1
+end
+
+-- lease_pttl returns the remaining TTL (ms) of hid's session lease, at
+-- least 1 while it exists (Redis reads PTTL 0 in a key's last millisecond,
+-- when it still exists: 0 must not read as gone), or a negative value.
+local function lease_pttl(p, hid)
+  local t = redis.call('PTTL', p .. K_LEASE .. sid_of(hid))
+  if t == 0 then
+    return 1
+  end
+  return t
+end
+
+-- now_us returns the server time in microseconds, read once per script.
+local cached_now_us
+local function now_us()
+  if not cached_now_us then
+    local t = redis.call('TIME')
+    cached_now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return cached_now_us
+end
+
+-- next_token stores and returns max(last + 1, server time in microseconds) in
+-- field f of hash k: strictly increasing per resource, also after Redis lost
+-- the hash or went back to an older copy of it, as long as the server clock
+-- does not step back. (new_token in fastpath.lua is the same rule.)
+local function next_token(k, f)
+  local last = tonumber(redis.call('HGET', k, f) or '0')
+  local tok = math.max(last + 1, now_us())
+  redis.call('HSET', k, f, string.format('%.0f', tok))
+  return tok
+end
+
+-- publish sends msg on channel ch: SPUBLISH when sharded is "1" (Redis
+-- Cluster), PUBLISH otherwise.
+local function publish(sharded, ch, msg)
+  redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', ch, msg)
+end
+
+-- notify publishes on the notification channel of hid's session the
+-- message of kind: "g|<hid>|<tok>|<res>" when hid was granted token tok of
+-- resource res ('g'), "r|<hid>" when it was taken away ('r'), "x|<hid>"
+-- when its pool member was removed while it waited ('x'). It is the one
+-- encoder of these messages (internal/lease decodes them), but for the
+-- hand-offs of the closure-free fast paths (mutex_release_fast.lua,
+-- rwmutex_release.lua), which spell the grant out.
+local function notify(p, sharded, hid, kind, tok, res)
+  local msg = kind .. '|' .. hid
+  if tok then
+    msg = msg .. '|' .. string.format('%.0f', tok) .. '|' .. res
+  end
+  publish(sharded, p .. K_CHANNEL .. sid_of(hid), msg)
+end
+
+-- revoke records that hold hid was taken away from its (live) session: the
+-- session's next heartbeat reports it, and a notification tells it at once.
+-- The record is field 'r' of the session's lease hash, "|<hid>" per hold:
+-- it lives exactly as long as the lease, and the heartbeat reads it from
+-- the one key it declares (see heartbeat.lua).
+local function revoke(p, sharded, hid)
+  local lease = p .. K_LEASE .. sid_of(hid)
+  if redis.call('EXISTS', lease) == 1 then
+    redis.call('HSET', lease, 'r', (redis.call('HGET', lease, 'r') or '') .. '|' .. hid)
+    notify(p, sharded, hid, 'r')
+  end
+end
+
+local function now_ms()
+  return math.floor(now_us() / 1000)
+end
+
+-- grace_left reads the epoch marker {ns}:epoch, "<until>|<grace>": the
+-- server time (ms) until which grants are refused after Redis lost its
+-- data, and the namespace's restart grace (ms; absent on a marker that no
+-- session has recorded it in yet, see session_open.lua). It returns -1
+-- when the marker is missing (the data was lost: the client recreates the
+-- marker and retries), the ms of grace left, or 0. v is the marker's value
+-- when the caller has read it already.
+local function grace_left(p, v)
+  v = v or redis.call('GET', p .. K_EPOCH)
+  if not v then
+    return -1
+  end
+  local until_ms = string.match(v, '^%d+')
+  if until_ms == '0' then
+    return 0 -- marked intact with no grace at all: no need for the clock
+  end
+  local left = tonumber(until_ms) - now_ms()
+  if left > 0 then
+    return left
+  end
+  return 0
+end
+
+-- check_caller runs first in every acquire script; queue is "1" when the
+-- caller asked to wait. It returns the reply to give at once, or nil when
+-- the caller may go on, and the grace left (see grace_left): {-5} when the
+-- epoch marker is missing; {-7} when the hold id was withdrawn; {-1} when
+-- the caller's lease is gone; when it is gone during a restart grace (the
+-- caller's session may still reclaim it), {0, grace, -1} to come back after
+-- the grace, or {-8, grace} when the caller does not wait (see busy).
+--
+-- The lease's field 'g' is "0" once no restart grace is pending: set when
+-- the lease is created outside a grace, or here once the grace is over. A
+-- lease with g = "0" proves the epoch marker exists and no grace is left
+-- (losing the marker means losing the data, and the lease with it; a grace
+-- only starts when the marker is recreated), so a fast path may skip the
+-- marker when it finds g = "0" in the caller's lease.
+local function check_caller(p, hid, queue)
+  local grace = grace_left(p)
+  if grace < 0 then
+    return {R_EPOCH_MISSING}, grace
+  end
+  local key = p .. K_LEASE .. sid_of(hid)
+  local lease = redis.call('HMGET', key, 'ttl', 'x:' .. hid, 'g')
+  if lease[2] then
+    return {R_WITHDRAWN}, grace -- withdrawn (see withdraw): a late or repeated attempt
+  end
+  if not lease[1] then
+    if grace > 0 then
+      if queue ~= '1' then
+        return {R_GRACE, grace}, grace
+      end
+      return {R_BUSY, grace, -1}, grace
+    end
+    return {R_LEASE_GONE}, grace
+  end
+  if grace == 0 and lease[3] ~= '0' then
+    redis.call('HSET', key, 'g', '0')
+  end
+  return nil, grace
+end
+
+-- withdraw marks hold id hid as never to be granted or queued again: the
+-- client gave up on it while one of its acquire attempts may still be on the
+-- way (delayed in the network, or sent again on a new connection) and would
+-- otherwise grant a resource nobody waits for. The marker is a field of the
+-- session's lease hash, so it lives exactly as long as the hold id can.
+local function withdraw(p, hid)
+  local lease = p .. K_LEASE .. sid_of(hid)
+  if redis.call('EXISTS', lease) == 1 then
+    redis.call('HSET', lease, 'x:' .. hid, '1')
+  end
+end
+
+-- held_ms returns how long a grant keeps the keys of a resource at least
+-- (ms): 2 * ttl + ld, the TTL and lock delay of the grantee's session (ms,
+-- strings, or false). Its heartbeat then keeps them 3 * ttl + ld (see
+-- heartbeat.lua): a crashed holder's keys are gone at most 2 * ttl after
+-- its lease, and a lock delay it leaves still applies.
+local function held_ms(ttl, ld)
+  return 2 * tonumber(ttl or '10000') + tonumber(ld or '0')
+end
+
+-- held_ms_of is held_ms for hold id hid's session.
+local function held_ms_of(p, hid)
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ttl', 'ld')
+  return held_ms(l[1], l[2])
+end
+
+-- keep_at_least makes key k live at least ms more, never less than it
+-- would have: a key without an expiry gets one (every key passed here
+-- expires once nobody holds or waits for it).
+local function keep_at_least(k, ms)
+  local s = string.format('%.0f', ms)
+  if redis.call('PEXPIRE', k, s, 'NX') == 0 then
+    redis.call('PEXPIRE', k, s, 'GT')
+  end
+end
+
+-- busy is the reply of an acquire that did not grant: {0, wait ms, queue
+-- position}. With queue "1" the caller's entry joins the FIFO queue q, once
+-- (a re-check keeps its place); pos is the reply of LPOS when the caller
+-- already asked (false: not queued), nil otherwise. Without queueing the
+-- position is -1, and during a restart grace (grace, from grace_left, > 0)
+-- the reply is {-8, grace ms} instead: the caller is told that no grant is
+-- possible before the grace ends, not that the resource is busy.
+local function busy(q, entry, wait, queue, grace, pos)
+  if queue ~= '1' then
+    if grace > 0 then
+      return {R_GRACE, grace}
+    end
+    return {R_BUSY, wait, -1}
+  end
+  if pos == nil then
+    pos = redis.call('LPOS', q, entry)
+  end
+  if not pos then
+    pos = redis.call('RPUSH', q, entry) - 1
+    if pos == 0 then
+      -- A new queue: it expires unless its waiters' heartbeats keep it.
+      redis.call('PEXPIRE', q, string.format('%.0f', held_ms_of(prefix_of(q), entry)))
+    end
+  end
+  return {R_BUSY, wait, pos}
+end
+
+-- first_live drops dead sessions' entries from the head of waiter queue q and
+-- returns the first live hold id (left in the queue), or nil.
+local function first_live(p, q)
+  while true do
+    local h = redis.call('LINDEX', q, 0)
+    if not h then
+      return nil
+    end
+    if alive(p, h) then
+      return h
+    end
+    redis.call('LPOP', q)
+  end
+end
+
+-- Idle resources expire. A resource hash nobody holds or waits for is kept
+-- 'i' ms (twice the TTL of the session last granted it, stored at the grant)
+-- and then deleted by Redis: lock-per-entity names do not fill Redis. What
+-- it held was the last token, and a lock delay still running ('free'), which
+-- keeps it at least until then. Tokens stay increasing across the expiry: a
+-- new grant takes the server time in µs, which has moved on by far more than
+-- the grants of the last 'i' ms could have added (see next_token).
+--
+-- Held resources expire too, so that a holder that crashed leaves nothing
+-- behind: a grant keeps the resource's keys at least held_ms (twice the
+-- grantee's TTL plus its lock delay), and the holder's heartbeat keeps them
+-- alive for as long as it holds them (see heartbeat.lua); the session
+-- cancels a hold whose keys it could not keep alive before they could
+-- expire (internal/lease, keyUntil). A write that does not grant never
+-- shortens a held resource's expiry (KEEPTTL, keep_at_least).
+
+-- idle_ms returns how long an idle resource granted to a session with lease
+-- TTL ttl (ms, a string, or false) is kept: 2 * ttl, or 20 s when unknown.
+local function idle_ms(ttl)
+  return string.format('%.0f', 2 * tonumber(ttl or '10000'))
+end
+
+-- expire_idle lets idle resource hash k expire: after i ms (a string, or
+-- false when no grant recorded it: then k is kept), and not before free (the
+-- end of a lock delay, server ms, or false).
+local function expire_idle(k, i, free)
+  if not i then
+    return
+  end
+  local keep = tonumber(i)
+  if free then
+    keep = math.max(keep, tonumber(free) - now_ms())
+  end
+  redis.call('PEXPIRE', k, string.format('%.0f', keep))
+end
+
+-- semaphore_reset.lua (with semaphore_lib.lua): force-release every permit
+-- of a semaphore (operator action). The live holders' sessions are told
+-- their holds were taken away; the lock delays of lost holders end; the
+-- queue is then served as after a release.
+-- KEYS[1] meta   KEYS[2] holders   KEYS[3] queue (see semaphore_lib.lua)
+-- ARGV[1] prefix {ns}:   ARGV[2] "1" for sharded pub/sub   ARGV[3] name
+-- Returns the number of live holds taken away. With no holder recorded and
+-- no lock delay running it changes nothing.
+-- semaphore_lib.lua: helpers for the semaphore scripts, included after common.lua.
+-- A semaphore is three keys:
+--   meta    {ns}:sem:<name>     hash: limit, used (permits of recorded holders and of
+--                               running lock delays), tok (last token), i (idle expiry ms),
+--                               set ("1" when an operator set the limit), delay (below)
+--   holders {ns}:semh:<name>    hash: hold id -> "<n>:<token>", or "<n>:<token>:<ld>"
+--                               when the holder's session has a lock delay of ld ms
+--                               (a missing ld is 0: reclaim.lua writes none)
+--   queue   {ns}:q:sem:<name>   list of "<hold id>#<n>", FIFO
+-- "used" may count holders whose lease is gone; sem_purge drops them, and runs
+-- only when a request does not fit, so a grant that fits is O(1).
+--
+-- Lock delay: sem_purge turns a dead holder recorded with a lock delay into
+-- an entry "<end>:<n>" of meta's field delay ("|"-separated; end is server
+-- ms, the purge's time plus the holder's lock delay): its n permits stay
+-- counted in used until a purge after end drops the entry. The delay
+-- starts when a purge notices the loss, as for every kind (the lease is
+-- gone by then, so the lock delay is the one recorded at the grant). A
+-- release, and a purge in reclaim.lua (during a restart grace, when a dead
+-- holder may still reclaim its permits), start none. meta is kept at least
+-- until the last delay ends (sem_purge, sem_idle).
+
+local function sem_n(entry)
+  return tonumber(string.match(entry, '#(%d+)$'))
+end
+
+local function sem_hid(entry)
+  return string.match(entry, '^([^#]+)')
+end
+
+-- sem_holder parses a holders value: permits, token and lock delay (ms,
+-- 0 when none was recorded).
+local function sem_holder(v)
+  local n, tok, ld = string.match(v, '^(%d+):(%d+):?(%d*)$')
+  return tonumber(n), tonumber(tok), tonumber(ld) or 0
+end
+
+-- sem_delays returns the entries of meta's field delay (string d, or
+-- false) whose lock delay has not ended, as "<end>:<n>" strings, their
+-- permits, and the latest end (server ms, 0 when none).
+local function sem_delays(d)
+  local kept, n, last = {}, 0, 0
+  if d then
+    local now = now_ms()
+    for e, k in string.gmatch(d, '(%d+):(%d+)') do
+      local t = tonumber(e)
+      if t > now then
+        kept[#kept + 1] = e .. ':' .. k
+        n = n + tonumber(k)
+        last = math.max(last, t)
+      end
+    end
+  end
+  return kept, n, last
+end
+
+-- sem_purge drops holders whose lease is gone and returns the recomputed
+-- use: the live holders' permits and those of running lock delays (ended
+-- ones are dropped). With delay true a dead holder recorded with a lock
+-- delay starts it now (see above); reclaim.lua calls it without. m is
+-- meta's fields {delay, set} when the caller read them already.
+local function sem_purge(p, meta, holders, delay, m)
+  m = m or redis.call('HMGET', meta, 'delay', 'set')
+  local kept, used = sem_delays(m[1])
+  local longest = 0
+  local all = redis.call('HGETALL', holders)
+  for i = 1, #all, 2 do
+    local n, _, ld = sem_holder(all[i + 1])
+    if alive(p, all[i]) then
+      used = used + n
+    else
+      redis.call('HDEL', holders, all[i])
+      if delay and ld > 0 then
+        kept[#kept + 1] = string.format('%.0f', now_ms() + ld) .. ':' .. n
+        used = used + n
+        longest = math.max(longest, ld)
+      end
+    end
+  end
+  if #kept > 0 then
+    redis.call('HSET', meta, 'used', used, 'delay', table.concat(kept, '|'))
+  else
+    redis.call('HSET', meta, 'used', used)
+    if m[1] then
+      redis.call('HDEL', meta, 'delay')
+    end
+  end
+  if longest > 0 and not m[2] then
+    keep_at_least(meta, longest) -- a limit an operator set keeps no expiry
+  end
+  return used
+end
+
+-- sem_fits reports whether n more permits fit under the limit, purging dead
+-- holders first when that is what it takes.
+local function sem_fits(p, meta, holders, n)
+  local m = redis.call('HMGET', meta, 'limit', 'used', 'delay', 'set')
+  local limit = tonumber(m[1] or '0')
+  if tonumber(m[2] or '0') + n <= limit then
+    return true
+  end
+  return sem_purge(p, meta, holders, true, {m[3], m[4]}) + n <= limit
+end
+
+-- sem_keep keeps meta and holders at least ms more (see common.lua
+-- keep_at_least): what a grant does, so that the keys of a semaphore whose
+-- holders all crashed expire. A limit an operator set is configuration:
+-- its meta keeps no expiry.
+local function sem_keep(meta, holders, ms)
+  keep_at_least(holders, ms)
+  if not redis.call('HGET', meta, 'set') then
+    keep_at_least(meta, ms)
+  end
+end
+
+-- sem_grant records n permits for hid and returns the new token; the TTL of
+-- hid's session sets how long meta is kept once idle (see common.lua), and
+-- its lock delay is recorded with the permits (it still applies once the
+-- session's lease is gone, see sem_purge).
+local function sem_grant(p, meta, holders, hid, n)
+  local tok = next_token(meta, 'tok')
+  local l = redis.call('HMGET', p .. K_LEASE .. sid_of(hid), 'ttl', 'ld')
+  local v = n .. ':' .. string.format('%.0f', tok)
+  if l[2] and l[2] ~= '0' then
+    v = v .. ':' .. l[2]
+  end
+  redis.call('HSET', holders, hid, v)
+  redis.call('HINCRBY', meta, 'used', n)
+  redis.call('HSET', meta, 'i', idle_ms(l[1]))
+  sem_keep(meta, holders, held_ms(l[1], l[2]))
+  return tok
+end
+
+-- sem_idle lets meta expire when nobody holds a permit and nobody waits
+-- (the holders hash and the queue are gone when empty), unless an operator
+-- set the limit: that limit is configuration and stays until cleared. A
+-- running lock delay keeps meta until it ends.
+local function sem_idle(meta, holders, q)
+  if redis.call('EXISTS', holders, q) == 0 then
+    local m = redis.call('HMGET', meta, 'set', 'i', 'delay')
+    if not m[1] then
+      local _, _, last = sem_delays(m[3])
+      expire_idle(meta, m[2], last > 0 and last)
+    end
+  end
+end
+
+-- sem_serve grants permits to the queued live waiters in order while they
+-- fit. The first one that does not fit stops the walk: a large request is
+-- never starved by smaller ones behind it. A head asking for more than the
+-- limit (SetLimit shrank it) could never be served and would block the
+-- queue for good: it is dropped and told to re-check ("x|<hid>"), and its
+-- re-check fails with a limit mismatch.
+local function sem_serve(p, meta, holders, q, sharded, name)
+  if grace_left(p) ~= 0 then
+    return -- no grants during a restart grace: waiters re-check after it
+  end
+  local limit = tonumber(redis.call('HGET', meta, 'limit') or '0')
+  while true do
+    local e = first_live(p, q)
+    if not e then
+      return
+    end
+    local n = sem_n(e)
+    local hid = sem_hid(e)
+    if n > limit then
+      redis.call('LPOP', q)
+      notify(p, sharded, hid, 'x')
+    elseif sem_fits(p, meta, holders, n) then
+      redis.call('LPOP', q)
+      local tok = sem_grant(p, meta, holders, hid, n)
+      notify(p, sharded, hid, 'g', tok, name)
+    else
+      return
+    end
+  end
+end
+
+-- sem_held returns the token of hid's grant, or nil.
+local function sem_held(holders, hid)
+  local v = redis.call('HGET', holders, hid)
+  if v then
+    local _, tok = sem_holder(v)
+    return tok
+  end
+  return nil
+end
+
+-- sem_wait returns when waiters should re-check (ms, -1 when unknown): the
+-- smallest remaining lease TTL of the live holders, when the first of them
+-- could expire, or the end of the first running lock delay if sooner.
+local function sem_wait(p, meta, holders)
+  local wait = -1
+  for _, hid in ipairs(redis.call('HKEYS', holders)) do
+    local t = lease_pttl(p, hid)
+    if t > 0 and (wait < 0 or t < wait) then
+      wait = t
+    end
+  end
+  local d = redis.call('HGET', meta, 'delay')
+  if d then
+    local now = now_ms()
+    for e in string.gmatch(d, '(%d+):%d+') do
+      local t = tonumber(e) - now
+      if t > 0 and (wait < 0 or t < wait) then
+        wait = t
+      end
+    end
+  end
+  return wait
+end
+local p, meta, holders, q = ARGV[1], KEYS[1], KEYS[2], KEYS[3]
+local hids = redis.call('HKEYS', holders)
+if #hids == 0 and not redis.call('HGET', meta, 'delay') then
+  return 0
+end
+local n = 0
+for _, hid in ipairs(hids) do
+  if alive(p, hid) then
+    revoke(p, ARGV[2], hid)
+    n = n + 1
+  end
+end
+redis.call('DEL', holders)
+if redis.call('EXISTS', meta) == 1 then
+  redis.call('HSET', meta, 'used', 0)
+  redis.call('HDEL', meta, 'delay')
+end
+sem_serve(p, meta, holders, q, ARGV[2], ARGV[3])
+sem_idle(meta, holders, q)
+return n
