@@ -8,7 +8,7 @@
 #   make bench BENCH_FLAGS='-quick -scenarios cluster'
 #
 # The cluster scenario (3-master Redis Cluster, issue 30) is part of the
-# default set: about 75 s of the full run, 15 s of the quick one.
+# default set: about 70 s of the full run, 12 s of the quick one.
 #   make bench-micro                only the testing.B micro-benchmarks
 #
 # The comparison table goes to stdout and bench/results/latest.md (data in

@@ -110,7 +110,7 @@ func (h *harness) clusterMarkdown(b *strings.Builder) {
 	fmt.Fprintf(b, "## Redis Cluster: %d masters\n\n", clusterMasters)
 	fmt.Fprintf(b, "%d masters, no replicas, started by the bench. %d goroutines over %d clients, each a lock+release of a fresh name per iteration; %v window per run. "+
 		"Master CPU is each master's used_cpu_user+sys (INFO cpu) over the window, %% of one core, busiest first; `share` is the busiest master's part of the masters' CPU. "+
-		"Bench CPU is the whole bench process's (%d CPUs). `bound`: Redis when a master reaches %d%% of a core, else the machine when bench and masters keep every CPU %d%% busy, else the client path.",
+		"Bench CPU is the whole bench process's (%d CPUs). `bound`: Redis when a master reaches %d%% of a core, else the machine when bench and masters keep every CPU %d%% busy or the load average reaches the CPU count (other work), else the client path.",
 		clusterMasters, clusterWorkers, clusterClients, h.cfg.ClusterDuration, h.res.Env.NumCPU, saturatedPct, saturatedPct)
 	if e := h.res.Env; e.LoadStart != "" {
 		fmt.Fprintf(b, " Load average (1, 5, 15 min) %s at start, %s at end.", e.LoadStart, e.LoadEnd)
