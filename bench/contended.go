@@ -56,28 +56,10 @@ func (h *harness) runContended(ctx context.Context) {
 			cs = append(cs, c)
 		}
 	}
-	rows := make([]*contRow, len(cs))
+	runs, errs := roundRobin(h, "contended", contenderNames(cs), func(i, r int) (contRun, error) { return h.contended(ctx, cs[i], r) })
 	for i, c := range cs {
-		rows[i] = &contRow{Contender: c.name, Group: c.group, Note: c.note}
-	}
-	for r := range h.cfg.Rounds {
-		for _, i := range order(indexes(len(cs)), r) {
-			if rows[i].Err != "" {
-				continue
-			}
-			cr, err := h.contended(ctx, cs[i], r)
-			if err != nil {
-				rows[i].Err = err.Error()
-				h.harnessErr("contended %s: %v", cs[i].name, err)
-				continue
-			}
-			rows[i].Rounds = append(rows[i].Rounds, cr)
-		}
-		h.logf("contended round %d/%d done", r+1, h.cfg.Rounds)
-	}
-	for _, row := range rows {
-		row.Med = medianOf(row.Rounds)
-		h.res.Contended = append(h.res.Contended, *row)
+		h.res.Contended = append(h.res.Contended, contRow{Contender: c.name, Group: c.group, Note: c.note,
+			Rounds: runs[i], Med: medianOf(runs[i]), Err: errs[i]})
 	}
 }
 

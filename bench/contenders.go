@@ -51,6 +51,11 @@ type procOpts struct {
 	// waits: the scenario's Lock calls wait for other holders, and the
 	// run ends them with their ctx (the contended scenario).
 	waits bool
+	// cluster: the seed addresses of a Redis Cluster, instead of addr.
+	cluster []string
+	// spread: the namespaces of a proc that spreads its names over several
+	// sessions (the cluster scenario), instead of ns.
+	spread []string
 }
 
 type contender struct {
@@ -96,6 +101,9 @@ func contenders() []contender {
 
 func rueidisOpt(addr string, o procOpts) rueidis.ClientOption {
 	opt := rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true}
+	if len(o.cluster) > 0 {
+		opt.InitAddress, opt.ForceSingleClient = o.cluster, false
+	}
 	if o.small {
 		opt.ReadBufferEachConn = 16 << 10
 		opt.WriteBufferEachConn = 16 << 10
@@ -208,24 +216,33 @@ func openLeasehold(kind string) func(ctx context.Context, addr string, o procOpt
 			cnt.leaseLat = &latencies{}
 		}
 		wc := wrap(c, cnt)
-		octx, cancel := callCtx(ctx)
-		defer cancel()
-		// A bench namespace is brand new: its first grant would wait out
-		// the restart grace.
-		if err := leaseholdtest.MarkIntact(octx, rueidisOpt(addr, o), o.ns); err != nil {
-			c.Close()
-			return nil, err
-		}
-		// The session's own connection, as session.Dial gives it one; its
-		// requests are counted in cnt too.
-		lane := countDials(rueidisOpt(addr, o), cnt)
-		s, err := session.New(octx, wc, session.Options{Namespace: o.ns, TTL: o.ttl, Owner: "bench", Conn: &lane})
+		s, err := openSession(ctx, wc, cnt, addr, o, o.ns)
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
 		return &lhProc{kind: kind, c: wc, cnt: cnt, s: s, pools: map[string]bool{}}, nil
 	}
+}
+
+// openSession opens a bench session in namespace ns on wc, a client of
+// addr (or of o.cluster) that counts its requests in cnt.
+func openSession(ctx context.Context, wc rueidis.Client, cnt *counter, addr string, o procOpts, ns string) (*session.Session, error) {
+	octx, cancel := callCtx(ctx)
+	defer cancel()
+	// A bench namespace is brand new: its first grant would wait out
+	// the restart grace.
+	if err := leaseholdtest.MarkIntact(octx, rueidisOpt(addr, o), ns); err != nil {
+		return nil, err
+	}
+	so := session.Options{Namespace: ns, TTL: o.ttl, Owner: "bench"}
+	if len(o.cluster) == 0 {
+		// The session's own connection, as session.Dial gives it one
+		// (a cluster client has none); its requests are counted too.
+		lane := countDials(rueidisOpt(addr, o), cnt)
+		so.Conn = &lane
+	}
+	return session.New(octx, wc, so)
 }
 
 // openLeaseholdNoCancel opens the "ctx never ends" variant of the leasehold

@@ -114,28 +114,13 @@ func openCacheAside(_ context.Context, addr, ns string, cnt *counter) (flightCal
 
 func (h *harness) runFlight(ctx context.Context) {
 	cs := flightContenders()
-	rows := make([]*flightRow, len(cs))
+	names := make([]string, len(cs))
 	for i, c := range cs {
-		rows[i] = &flightRow{Contender: c.name}
+		names[i] = c.name
 	}
-	for r := range h.cfg.Rounds {
-		for _, i := range order(indexes(len(cs)), r) {
-			if rows[i].Err != "" {
-				continue
-			}
-			fr, err := h.flight(ctx, cs[i])
-			if err != nil {
-				rows[i].Err = err.Error()
-				h.harnessErr("flight %s: %v", cs[i].name, err)
-				continue
-			}
-			rows[i].Rounds = append(rows[i].Rounds, fr)
-		}
-		h.logf("flight round %d/%d done", r+1, h.cfg.Rounds)
-	}
-	for _, row := range rows {
-		row.Med = medianOf(row.Rounds)
-		h.res.Flight = append(h.res.Flight, *row)
+	runs, errs := roundRobin(h, "flight", names, func(i, _ int) (flightRun, error) { return h.flight(ctx, cs[i]) })
+	for i, c := range cs {
+		h.res.Flight = append(h.res.Flight, flightRow{Contender: c.name, Rounds: runs[i], Med: medianOf(runs[i]), Err: errs[i]})
 	}
 }
 

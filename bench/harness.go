@@ -177,3 +177,36 @@ func (h *harness) profPath(scenario string, c contender, round int) string {
 	name := strings.ReplaceAll(c.name, " ", "-")
 	return filepath.Join(h.cfg.ProfileDir, scenario+"-"+name+".pprof")
 }
+
+// roundRobin runs each contender (names) once per round, in an order
+// rotated every round (order), and leaves a contender out of later rounds
+// once a run of it failed. It returns each contender's runs and the error
+// that ended them ("" if none); scen names the scenario in harness errors
+// and in the log.
+func roundRobin[R any](h *harness, scen string, names []string, run func(i, round int) (R, error)) (runs [][]R, errs []string) {
+	runs, errs = make([][]R, len(names)), make([]string, len(names))
+	for r := range h.cfg.Rounds {
+		for _, i := range order(indexes(len(names)), r) {
+			if errs[i] != "" {
+				continue
+			}
+			x, err := run(i, r)
+			if err != nil {
+				errs[i] = err.Error()
+				h.harnessErr("%s %s: %v", scen, names[i], err)
+				continue
+			}
+			runs[i] = append(runs[i], x)
+		}
+		h.logf("%s round %d/%d done", scen, r+1, h.cfg.Rounds)
+	}
+	return runs, errs
+}
+
+func contenderNames(cs []contender) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.name
+	}
+	return out
+}

@@ -2,9 +2,11 @@
 // peers (rueidislock, redsync, redislock) on a redis-server it starts itself
 // on a free loopback port. Every contender runs back-to-back in the same run,
 // round-robin over several rounds; the tables report medians over rounds and
-// ratios against the raw baseline of the same run.
+// ratios against the raw baseline of the same run. The cluster scenario
+// starts a 3-master Redis Cluster of its own as well (redis-cli must be on
+// PATH) and stops it when it ends.
 //
-//	go run . [-quick] [-rounds N] [-scale-duration 60s] [-scenarios list] [-out results]
+//	go run . [-quick] [-rounds N] [-scale-duration 60s] [-cluster-duration 3s] [-scenarios list] [-out results]
 //
 // The table goes to stdout and to <out>/latest.md, the data to
 // <out>/latest.json. The exit status is non-zero only for harness errors
@@ -32,6 +34,7 @@ type config struct {
 	Warmup           time.Duration
 	Duration         time.Duration // uncontended window per run
 	ContDuration     time.Duration // contended window per run
+	ClusterDuration  time.Duration // cluster window per run
 	TryDuration      time.Duration // failed TryLock window per run
 	Workers          int           // uncontended parallel goroutines
 	Holders          int           // contended holders
@@ -50,14 +53,15 @@ type config struct {
 	ProfileDir       string
 }
 
-var allScenarios = []string{"uncontended", "contended", "trylock", "heartbeat", "scale", "loss", "memory", "rwmutex", "flight"}
+var allScenarios = []string{"uncontended", "contended", "trylock", "heartbeat", "scale", "loss", "memory", "rwmutex", "flight", "cluster"}
 
 func parseFlags() config {
 	var c config
-	quick := flag.Bool("quick", false, "quick mode: fewer, shorter rounds (under 2 minutes)")
+	quick := flag.Bool("quick", false, "quick mode: fewer, shorter rounds (about 2 minutes)")
 	rounds := flag.Int("rounds", 0, "rounds per scenario (default 5, quick 2)")
 	dur := flag.Duration("duration", 0, "measurement window of each uncontended run (default 1s, quick 300ms)")
 	cdur := flag.Duration("contended-duration", 0, "measurement window of each contended run (default 2s, quick 700ms)")
+	cldur := flag.Duration("cluster-duration", 0, "measurement window of each cluster run (default 3s, quick 1s)")
 	sdur := flag.Duration("scale-duration", 0, "duration of the 1,000-session run (default 60s, quick 10s)")
 	sess := flag.Int("scale-sessions", 1000, "sessions in the scale run, each with its own client")
 	holds := flag.Int("scale-holds", 10, "holds per session in the scale run")
@@ -70,7 +74,7 @@ func parseFlags() config {
 
 	c = config{
 		Quick: *quick, Rounds: 5, Warmup: 200 * time.Millisecond, Duration: time.Second,
-		ContDuration: 2 * time.Second, TryDuration: 500 * time.Millisecond,
+		ContDuration: 2 * time.Second, ClusterDuration: 3 * time.Second, TryDuration: 500 * time.Millisecond,
 		Workers: 32, Holders: 8, Hold: 100 * time.Microsecond, HoldMode: *holdMode,
 		HBHolds: []int{1, 100, 10000}, HBWindow: 2 * time.Second, HBRounds: 3,
 		ScaleSessions: *sess, ScaleHolds: *holds, ScaleDuration: 60 * time.Second,
@@ -80,6 +84,7 @@ func parseFlags() config {
 	if c.Quick {
 		c.Rounds, c.Warmup, c.Duration, c.ContDuration, c.TryDuration = 2, 100*time.Millisecond, 300*time.Millisecond, 700*time.Millisecond, 200*time.Millisecond
 		c.HBWindow, c.HBRounds, c.ScaleDuration, c.LossRounds = time.Second, 1, 10*time.Second, 1
+		c.ClusterDuration = time.Second
 	}
 	if *rounds > 0 {
 		c.Rounds = *rounds
@@ -89,6 +94,9 @@ func parseFlags() config {
 	}
 	if *cdur > 0 {
 		c.ContDuration = *cdur
+	}
+	if *cldur > 0 {
+		c.ClusterDuration = *cldur
 	}
 	if *sdur > 0 {
 		c.ScaleDuration = *sdur
@@ -156,26 +164,7 @@ func run(ctx context.Context, cfg config) int {
 			break
 		}
 		t := time.Now()
-		switch s {
-		case "uncontended":
-			h.runUncontended(ctx)
-		case "contended":
-			h.runContended(ctx)
-		case "trylock":
-			h.runTryLock(ctx)
-		case "heartbeat":
-			h.runHeartbeat(ctx)
-		case "scale":
-			h.runScale(ctx)
-		case "loss":
-			h.runLoss(ctx)
-		case "memory":
-			h.runMemory(ctx)
-		case "rwmutex":
-			h.runRWMutex(ctx)
-		case "flight":
-			h.runFlight(ctx)
-		}
+		h.scenario(s)(ctx)
 		h.logf("%s done in %v", s, time.Since(t).Round(100*time.Millisecond))
 	}
 	h.res.Elapsed = time.Since(start).Round(time.Second).String()
@@ -192,6 +181,15 @@ func run(ctx context.Context, cfg config) int {
 		return 1
 	}
 	return 0
+}
+
+// scenario returns the function that runs scenario s.
+func (h *harness) scenario(s string) func(context.Context) {
+	return map[string]func(context.Context){
+		"uncontended": h.runUncontended, "contended": h.runContended, "trylock": h.runTryLock,
+		"heartbeat": h.runHeartbeat, "scale": h.runScale, "loss": h.runLoss, "memory": h.runMemory,
+		"rwmutex": h.runRWMutex, "flight": h.runFlight, "cluster": h.runCluster,
+	}[s]
 }
 
 func modeName(c config) string {

@@ -21,8 +21,9 @@ import (
 // server is a redis-server process the bench starts on a free loopback port,
 // with no persistence. It dies with the bench process (Pdeathsig on Linux).
 type server struct {
-	port int
-	dir  string
+	port  int
+	dir   string
+	extra []string // more redis-server arguments (a cluster node's)
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -32,7 +33,11 @@ type server struct {
 
 // startServer launches redis-server on a free 127.0.0.1 port and waits until
 // it answers PING.
-func startServer() (*server, error) {
+func startServer() (*server, error) { return startNode(freePort, nil) }
+
+// startNode launches redis-server with the extra arguments on a port that
+// pick returns and waits until it answers PING.
+func startNode(pick func() (int, error), extra []string) (*server, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, fmt.Errorf("redis-server not found on PATH: %w (make redis-server installs it)", err)
 	}
@@ -42,11 +47,12 @@ func startServer() (*server, error) {
 	}
 	var lastErr error
 	for range 5 { // a port taken between freePort and bind: try another
-		port, err := freePort()
+		port, err := pick()
 		if err != nil {
+			os.RemoveAll(dir)
 			return nil, err
 		}
-		s := &server{port: port, dir: dir}
+		s := &server{port: port, dir: dir, extra: extra}
 		if lastErr = s.launch(); lastErr == nil {
 			return s, nil
 		}
@@ -61,7 +67,7 @@ func (s *server) launch() error {
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--protected-mode", "no",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no"}
-	cmd := exec.Command("redis-server", args...)
+	cmd := exec.Command("redis-server", append(args, s.extra...)...)
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return err

@@ -35,8 +35,9 @@ type results struct {
 	Scale         *scaleResult `json:",omitempty"`
 	Memory        *memResult   `json:",omitempty"`
 	Loss          []lossRow
-	RWMutex       []rwRow     `json:",omitempty"`
-	Flight        []flightRow `json:",omitempty"`
+	RWMutex       []rwRow      `json:",omitempty"`
+	Flight        []flightRow  `json:",omitempty"`
+	Cluster       []clusterRow `json:",omitempty"`
 	Targets       []target
 	HarnessErrors []string
 }
@@ -164,7 +165,8 @@ func (h *harness) targets() []target {
 	ts = append(ts, h.tryLockTargets()...)
 	ts = append(ts, h.contendedTargets()...)
 	ts = append(ts, h.heartbeatTarget(), h.scaleTarget(), h.memoryTarget())
-	return append(ts, h.lossTargets()...)
+	ts = append(ts, h.lossTargets()...)
+	return append(ts, h.clusterTargets()...)
 }
 
 // highest returns the row that ok accepts with the highest score above 0
@@ -579,6 +581,7 @@ func (h *harness) markdown() string {
 	h.heartbeatMarkdown(&b)
 	h.memoryMarkdown(&b)
 	h.flightMarkdown(&b)
+	h.clusterMarkdown(&b)
 	h.scaleMarkdown(&b)
 	h.lossMarkdown(&b)
 	h.errorsMarkdown(&b)
@@ -807,6 +810,11 @@ func (h *harness) errorsMarkdown(b *strings.Builder) {
 	for _, r := range h.res.TryLock {
 		for _, u := range r.Rounds {
 			addErrs("failed TryLock", r.Contender, u.ErrorSamples)
+		}
+	}
+	for _, r := range h.res.Cluster {
+		for _, u := range r.Rounds {
+			addErrs("cluster", r.Contender, u.ErrorSamples)
 		}
 	}
 	if len(errLines) > 0 {

@@ -34,27 +34,9 @@ func (h *harness) runTryLock(ctx context.Context) {
 			cs = append(cs, c)
 		}
 	}
-	rows := make([]*tryRow, len(cs))
+	runs, errs := roundRobin(h, "trylock", contenderNames(cs), func(i, _ int) (tryRun, error) { return h.tryLock(ctx, cs[i]) })
 	for i, c := range cs {
-		rows[i] = &tryRow{Contender: c.name, Group: c.group}
-	}
-	for r := range h.cfg.Rounds {
-		for _, i := range order(indexes(len(cs)), r) {
-			if rows[i].Err != "" {
-				continue
-			}
-			tr, err := h.tryLock(ctx, cs[i])
-			if err != nil {
-				rows[i].Err = err.Error()
-				h.harnessErr("trylock %s: %v", cs[i].name, err)
-				continue
-			}
-			rows[i].Rounds = append(rows[i].Rounds, tr)
-		}
-	}
-	for _, row := range rows {
-		row.Med = medianOf(row.Rounds)
-		h.res.TryLock = append(h.res.TryLock, *row)
+		h.res.TryLock = append(h.res.TryLock, tryRow{Contender: c.name, Group: c.group, Rounds: runs[i], Med: medianOf(runs[i]), Err: errs[i]})
 	}
 }
 
