@@ -51,7 +51,9 @@
 //	                     grants wait out the restart grace
 //	ResetMutex,          that hold alone ends with ErrLost (not ErrLeaseLost), at once
 //	ResetElection,       or within one Heartbeat interval; the session goes on
-//	ResetRWMutex,        (ResetRWMutex: the writer's hold, or every reader's)
+//	ResetRWMutex,        (ResetRWMutex: the writer's hold, or every reader's;
+//	ResetSemaphore,      ResetSemaphore and ResetPool: every hold of the
+//	ResetPool,           semaphore or pool)
 //	RemovePoolMember
 //
 // Pause emulates a hung or SIGSTOPped redis-server: nothing is answered and

@@ -8,6 +8,7 @@ import (
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
 	"github.com/leasehold/leasehold/rwmutex"
+	"github.com/leasehold/leasehold/semaphore"
 	"github.com/leasehold/leasehold/session"
 )
 
@@ -144,6 +145,33 @@ func (s *Server) ResetRWMutex(t TB, name string) {
 	t.Helper()
 	s.operate(t, fmt.Sprintf("ResetRWMutex(%q)", name), func(ctx context.Context, op *session.Session) error {
 		n, err := rwmutex.New(op, name).Reset(ctx)
+		return wasHeld(n > 0, err)
+	})
+}
+
+// ResetSemaphore force-releases every permit held on semaphore name in the
+// server's namespace, as an operator's semaphore.Reset (or `leasehold
+// reset`) does, and serves its queue as a release would. Each hold taken
+// away ends as a hold ends after ResetMutex (session.ErrLost, not
+// session.ErrLeaseLost; its session goes on), and the same failures apply.
+func (s *Server) ResetSemaphore(t TB, name string) {
+	t.Helper()
+	s.operate(t, fmt.Sprintf("ResetSemaphore(%q)", name), func(ctx context.Context, op *session.Session) error {
+		n, err := semaphore.New(op, name, 1).Reset(ctx) // Reset ignores the limit
+		return wasHeld(n > 0, err)
+	})
+}
+
+// ResetPool force-releases every held member of pool name in the server's
+// namespace, as an operator's pool.Reset (or `leasehold reset`) does: the
+// members stay in the pool, free again, and its queue is served as after a
+// release. Each hold taken away ends as a hold ends after ResetMutex
+// (session.ErrLost, not session.ErrLeaseLost; its session goes on), and the
+// same failures apply.
+func (s *Server) ResetPool(t TB, name string) {
+	t.Helper()
+	s.operate(t, fmt.Sprintf("ResetPool(%q)", name), func(ctx context.Context, op *session.Session) error {
+		n, err := pool.New(op, name).Reset(ctx)
 		return wasHeld(n > 0, err)
 	})
 }

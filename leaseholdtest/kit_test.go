@@ -204,6 +204,8 @@ func TestHelpersFailLoudly(t *testing.T) {
 		{"free mutex", func(tb leaseholdtest.TB) { srv.ResetMutex(tb, "free") }, `ResetMutex("free") in namespace "app": no live hold to take away`},
 		{"no leader", func(tb leaseholdtest.TB) { srv.ResetElection(tb, "e") }, `ResetElection("e") in namespace "app": no live hold to take away`},
 		{"free rwmutex", func(tb leaseholdtest.TB) { srv.ResetRWMutex(tb, "rw") }, `ResetRWMutex("rw") in namespace "app": no live hold to take away`},
+		{"free semaphore", func(tb leaseholdtest.TB) { srv.ResetSemaphore(tb, "sem") }, `ResetSemaphore("sem") in namespace "app": no live hold to take away`},
+		{"free pool", func(tb leaseholdtest.TB) { srv.ResetPool(tb, "p") }, `ResetPool("p") in namespace "app": no live hold to take away`},
 		{"not a member", func(tb leaseholdtest.TB) { srv.RemovePoolMember(tb, "p", "nope") }, `RemovePoolMember("p", "nope") in namespace "app": pool "p": remove: pool: not a member`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,6 +41,8 @@ type backend struct {
 	resetMutex    func(t *testing.T, name string)
 	resetElection func(t *testing.T, name string)
 	resetRWMutex  func(t *testing.T, name string)
+	resetSem      func(t *testing.T, name string)
+	resetPool     func(t *testing.T, name string)
 	removeMember  func(t *testing.T, pool, member string)
 }
 
@@ -58,6 +60,8 @@ func kitBackend(t *testing.T) backend {
 		resetMutex:    func(t *testing.T, name string) { srv.ResetMutex(t, name) },
 		resetElection: func(t *testing.T, name string) { srv.ResetElection(t, name) },
 		resetRWMutex:  func(t *testing.T, name string) { srv.ResetRWMutex(t, name) },
+		resetSem:      func(t *testing.T, name string) { srv.ResetSemaphore(t, name) },
+		resetPool:     func(t *testing.T, name string) { srv.ResetPool(t, name) },
 		removeMember:  func(t *testing.T, p, m string) { srv.RemovePoolMember(t, p, m) },
 	}
 }
@@ -125,6 +129,18 @@ func redisBackend(t *testing.T) backend {
 		resetRWMutex: func(t *testing.T, name string) {
 			operate(t, func(ctx context.Context, op *session.Session) error {
 				n, err := rwmutex.New(op, name).Reset(ctx)
+				return taken(n > 0, err)
+			})
+		},
+		resetSem: func(t *testing.T, name string) {
+			operate(t, func(ctx context.Context, op *session.Session) error {
+				n, err := semaphore.New(op, name, 1).Reset(ctx) // Reset ignores the limit
+				return taken(n > 0, err)
+			})
+		},
+		resetPool: func(t *testing.T, name string) {
+			operate(t, func(ctx context.Context, op *session.Session) error {
+				n, err := pool.New(op, name).Reset(ctx)
 				return taken(n > 0, err)
 			})
 		},
@@ -375,31 +391,61 @@ type grant struct {
 	err error
 }
 
-func resetMutexScenario(t *testing.T, b backend) outcome {
+// waitedReset is a resource with a holder and a queued waiter in another
+// session, for resetServes.
+type waitedReset struct {
+	setup   func(ctx context.Context, s *session.Session) error // nil: none
+	hold    func(ctx context.Context, s *session.Session) (*session.Hold, error)
+	waiters func(ctx context.Context, s *session.Session) (int, error) // live waiters
+	reset   func(t *testing.T, b backend)
+}
+
+// resetServes: the holder's hold alone ends with ErrLost within one
+// heartbeat, and the waiter is granted with a higher token.
+func resetServes(t *testing.T, b backend, r waitedReset) (outcome, *session.Session) {
 	const ttl = time.Second
 	o := outcome{}
 	ctx := testutil.Ctx(t, 30*time.Second)
 	a := b.open(t, session.Options{TTL: ttl})
 	c := b.open(t, session.Options{TTL: ttl})
-	h := must[*session.Hold](t)(mutex.New(a, "m").Lock(ctx))
+	if r.setup != nil {
+		if err := r.setup(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := must[*session.Hold](t)(r.hold(ctx, a))
 	other := must[*session.Hold](t)(mutex.New(a, "o").Lock(ctx))
 	waiter := make(chan grant, 1)
 	go func() {
-		h, err := mutex.New(c, "m").Lock(ctx)
+		h, err := r.hold(ctx, c)
 		waiter <- grant{h, err}
 	}()
 	testutil.WaitFor(t, ctx, func() bool {
-		in, err := mutex.New(a, "m").Holder(ctx)
-		return err == nil && in.Waiters == 1
+		n, err := r.waiters(ctx, a)
+		return err == nil && n == 1
 	})
 
 	since := time.Now()
-	b.resetMutex(t, "m")
+	r.reset(t, b)
 	takenAway(t, o, h, other, a, since, ttl/3)
 	g := <-waiter
 	o.set("waiter granted", causeName(g.err))
 	o.set("waiter's token higher", g.err == nil && g.h.Token() > h.Token())
 	o.set("Release of the reset hold", causeName(h.Release(ctx)))
+	return o, a
+}
+
+func resetMutexScenario(t *testing.T, b backend) outcome {
+	o, _ := resetServes(t, b, waitedReset{
+		hold: func(ctx context.Context, s *session.Session) (*session.Hold, error) {
+			return mutex.New(s, "m").Lock(ctx)
+		},
+		waiters: func(ctx context.Context, s *session.Session) (int, error) {
+			in, err := mutex.New(s, "m").Holder(ctx)
+			return in.Waiters, err
+		},
+		reset: func(t *testing.T, b backend) { b.resetMutex(t, "m") },
+	})
 	return o
 }
 
@@ -460,6 +506,36 @@ func resetRWMutexScenario(t *testing.T, b backend) outcome {
 	o.set("writer granted", causeName(g.err))
 	o.set("writer's token higher", g.err == nil && g.h.Token() > max(h.Token(), hc.Token()))
 	o.set("Release of the reset hold", causeName(h.Release(ctx)))
+	return o
+}
+
+func resetSemaphoreScenario(t *testing.T, b backend) outcome {
+	o, _ := resetServes(t, b, waitedReset{
+		hold: func(ctx context.Context, s *session.Session) (*session.Hold, error) {
+			return semaphore.New(s, "sem", 2).Acquire(ctx, 2)
+		},
+		waiters: func(ctx context.Context, s *session.Session) (int, error) {
+			st, err := semaphore.New(s, "sem", 2).Stats(ctx)
+			return st.Waiters, err
+		},
+		reset: func(t *testing.T, b backend) { b.resetSem(t, "sem") },
+	})
+	return o
+}
+
+func resetPoolScenario(t *testing.T, b backend) outcome {
+	o, a := resetServes(t, b, waitedReset{
+		setup: func(ctx context.Context, s *session.Session) error { return pool.New(s, "p").Add(ctx, "k1") },
+		hold: func(ctx context.Context, s *session.Session) (*session.Hold, error) {
+			return pool.New(s, "p").Acquire(ctx)
+		},
+		waiters: func(ctx context.Context, s *session.Session) (int, error) {
+			st, err := pool.New(s, "p").Stats(ctx)
+			return st.Waiters, err
+		},
+		reset: func(t *testing.T, b backend) { b.resetPool(t, "p") },
+	})
+	o.set("members", must[[]string](t)(pool.New(a, "p").Members(testutil.Ctx(t, 10*time.Second))))
 	return o
 }
 
@@ -545,6 +621,13 @@ func TestFaultsMatchRealRedis(t *testing.T) {
 		})},
 		{"ResetRWMutex", resetRWMutexScenario, with(takenAwayWant, outcome{
 			"other reader's cause": "ErrLost", "writer granted": "nil", "writer's token higher": "true",
+			"Release of the reset hold": "ErrLost",
+		})},
+		{"ResetSemaphore", resetSemaphoreScenario, with(takenAwayWant, outcome{
+			"waiter granted": "nil", "waiter's token higher": "true", "Release of the reset hold": "ErrLost",
+		})},
+		{"ResetPool", resetPoolScenario, with(takenAwayWant, outcome{
+			"waiter granted": "nil", "waiter's token higher": "true", "members": "[k1]",
 			"Release of the reset hold": "ErrLost",
 		})},
 		{"RemovePoolMember", removeMemberScenario, with(takenAwayWant, outcome{
