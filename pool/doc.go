@@ -30,5 +30,7 @@
 // Acquire and Release cost O(log members + holding sessions + queued
 // requests) on the server, not O(members), however many members one session
 // holds.
-// LockDelay does not apply to pools.
+// A member whose holder's lease was lost (not released) stays held for
+// that session's LockDelay, as every kind's resource does; a release,
+// Remove and Reset start no delay.
 package pool

@@ -58,5 +58,7 @@
 //
 // Rolling back is the same with the old limit.
 //
-// LockDelay does not apply to semaphores.
+// Permits whose holder's lease was lost (not released) stay in use for that
+// session's LockDelay, as every kind's resource does; a release and Reset
+// start no delay.
 package semaphore
