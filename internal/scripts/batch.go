@@ -33,7 +33,8 @@ func fastOnly(name string) string { return bare("--@include fastpath.lua\n" + lu
 // by kind; nil for a kind without batch scripts.
 type batches [RWMutex + 1]*kindBatchers
 
-// kindBatchers are one kind's batchers, of acquires and of releases.
+// kindBatchers are one kind's batchers, of acquires and of releases (nil
+// for a kind whose releases go one call each).
 type kindBatchers struct {
 	acquire *batch.Batcher[kindCall, attemptResult]
 	release *batch.Batcher[kindCall, releaseResult]
@@ -83,9 +84,9 @@ func newBatches(e Env) *batches {
 		rel := func(e Env) func(context.Context, []kindCall) []releaseResult {
 			return func(ctx context.Context, rs []kindCall) []releaseResult { return s.releaseFlight(e, ctx, rs) }
 		}
-		bs[k] = &kindBatchers{
-			acquire: batch.New(acq(f), acq(g), lane, failAcquire),
-			release: batch.New(rel(f), rel(g), lane, failRelease),
+		bs[k] = &kindBatchers{acquire: batch.New(acq(f), acq(g), lane, failAcquire)}
+		if s.releaseFlight != nil {
+			bs[k].release = batch.New(rel(f), rel(g), lane, failRelease)
 		}
 	}
 	return &bs
@@ -109,7 +110,9 @@ func (e Env) Stop() {
 	for _, b := range e.batch {
 		if b != nil {
 			b.acquire.Stop()
-			b.release.Stop()
+			if b.release != nil {
+				b.release.Stop()
+			}
 		}
 	}
 }
@@ -261,4 +264,11 @@ func batchReleased(res rueidis.RedisResult, werr error, n int) []releaseResult {
 		}
 	}
 	return out
+}
+
+// rwAcquireFlight: rwmutex_acquire_batch.lua.
+func (e Env) rwAcquireFlight(ctx context.Context, as []kindCall) []attemptResult {
+	return e.acquireFlight(ctx, as, rwAcquireBatch, "", func(keys, args []string, a kindCall) ([]string, []string) {
+		return append(keys, e.rwKeys(a.r.Name)...), append(args, oneIf(a.wait)+oneIf(a.r.Shared)+a.hid)
+	})
 }

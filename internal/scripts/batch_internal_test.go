@@ -96,6 +96,8 @@ func (w *batchWorld) state() []string {
 					x = "tok"
 				case strings.HasPrefix(rel, "semh:"):
 					x, _, _ = strings.Cut(x, ":") // the permits
+				case strings.HasPrefix(rel, keyRWMutexReaders):
+					x, _, _ = strings.Cut(x, ":") // the lock delay (then the token)
 				}
 				f = append(f, name+"="+x)
 			}

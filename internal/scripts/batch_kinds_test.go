@@ -197,3 +197,59 @@ func TestPoolBatchScriptsMatchSingle(t *testing.T) {
 		{r: pool("one", "x"), hid: HoldID("a", 10)}, // freed
 	}, kindRelease, poolRel, 2)
 }
+
+// TestRWBatchScriptsMatchSingle: as TestSemBatchScriptsMatchSingle, for
+// the read-write mutex's acquire batch script.
+func TestRWBatchScriptsMatchSingle(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rw := func(name string, shared bool) Resource { return Resource{Kind: RWMutex, Name: name, Shared: shared} }
+	setup := func(w *batchWorld) {
+		for _, x := range []struct {
+			r   Resource
+			hid string
+		}{
+			{rw("idle", false), HoldID("b", 9)},   // released below: a token, nobody holds
+			{rw("ridle", true), HoldID("b", 8)},   // likewise, last held by a reader
+			{rw("held", false), HoldID("b", 1)},   // a live writer
+			{rw("marked", false), HoldID("b", 2)}, // a live writer, and c.2 waits
+			{rw("mine", true), HoldID("a", 7)},    // a's reader: retried below
+		} {
+			if g, err := w.e.acquire(ctx, x.r, x.hid, false); err != nil || g.Status != Granted {
+				t.Fatalf("grant %+v to %s: %+v, %v", x.r, x.hid, g, err)
+			}
+		}
+		for _, x := range []struct {
+			r   Resource
+			hid string
+		}{{rw("idle", false), HoldID("b", 9)}, {rw("ridle", true), HoldID("b", 8)}} {
+			if r, err := w.e.release(ctx, x.r, x.hid, false); err != nil || r != Freed {
+				t.Fatalf("release %+v: %v, %v", x.r, r, err)
+			}
+		}
+		if g, err := w.e.acquire(ctx, rw("marked", true), HoldID("c", 2), true); err != nil || g.Status != Busy {
+			t.Fatalf("queue c.2: %+v, %v", g, err)
+		}
+		w.e.withdrawForTest(ctx, t, HoldID("a", 8))
+	}
+	attempts := []kindCall{
+		{r: rw("idle", false), hid: HoldID("a", 1)},               // free, a token: granted
+		{r: rw("idle", true), hid: HoldID("a", 2)},                // a writer holds now: busy
+		{r: rw("ridle", true), hid: HoldID("a", 3)},               // free: granted (read)
+		{r: rw("ridle", true), hid: HoldID("a", 4)},               // another reader: granted
+		{r: rw("ridle", false), hid: HoldID("a", 5)},              // readers hold: slow (busy)
+		{r: rw("fresh", false), hid: HoldID("a", 6)},              // no token yet: slow (granted)
+		{r: rw("held", false), hid: HoldID("a", 9), wait: true},   // a live writer: queued
+		{r: rw("held", true), hid: HoldID("a", 10), wait: true},   // behind it: queued second
+		{r: rw("mine", true), hid: HoldID("a", 7)},                // a retried grant: slow
+		{r: rw("idle", false), hid: HoldID("a", 8)},               // withdrawn: slow
+		{r: rw("marked", true), hid: HoldID("a", 11), wait: true}, // a live writer, waiters: queued
+	}
+	single, batch := newBatchWorld(t, ctx, c), newBatchWorld(t, ctx, c)
+	setup(single)
+	setup(batch)
+	rwAcq := func(w *batchWorld, xs []kindCall) []attemptResult { return w.e.rwAcquireFlight(ctx, xs) }
+	checkAcquireBatch(t, single, batch, attempts, kindAcquire, rwAcq, 4)
+}

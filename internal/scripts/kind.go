@@ -47,7 +47,8 @@ type kindSpec struct {
 	extra func(h Held) string
 	// acquireFlight and releaseFlight send a flight of a session's
 	// overlapping calls as one call of the kind's batch script (see
-	// batch.go); nil for a kind without batch scripts.
+	// batch.go); nil for a kind without batch scripts (releaseFlight may
+	// be nil alone: its releases then go one call each).
 	acquireFlight func(e Env, ctx context.Context, as []kindCall) []attemptResult
 	releaseFlight func(e Env, ctx context.Context, rs []kindCall) []releaseResult
 }
@@ -147,6 +148,7 @@ func init() {
 				}
 				return "w"
 			},
+			acquireFlight: Env.rwAcquireFlight,
 		},
 	}
 }

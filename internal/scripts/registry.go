@@ -36,6 +36,7 @@ var registry = map[string]*Script{
 	"election_leader.lua":         elLeader,
 	"election_reset.lua":          elReset,
 	"rwmutex_acquire.lua":         rwAcquire,
+	"rwmutex_acquire_batch.lua":   rwAcquireBatch,
 	"rwmutex_release.lua":         rwRelease,
 	"rwmutex_reset.lua":           rwReset,
 	"rwmutex_inspect.lua":         rwInspect,

@@ -7,10 +7,11 @@ import (
 )
 
 var (
-	rwAcquire = script("rwmutex_acquire.lua")
-	rwRelease = script("rwmutex_release.lua")
-	rwReset   = script("rwmutex_reset.lua")
-	rwInspect = readOnly("rwmutex_inspect.lua")
+	rwAcquire      = script("rwmutex_acquire.lua")
+	rwAcquireBatch = newScript(fastOnly("rwmutex_acquire_batch.lua"), false)
+	rwRelease      = script("rwmutex_release.lua")
+	rwReset        = script("rwmutex_reset.lua")
+	rwInspect      = readOnly("rwmutex_inspect.lua")
 )
 
 func (e Env) rwKeys(name string) []string {

@@ -44,13 +44,28 @@ end
 local hid, k, r, q = ARGV[1], KEYS[1], KEYS[2], KEYS[3]
 local shared = string.sub(ARGV[2], 3, 3) == '1'
 
--- Fast paths, before the helpers exist (see scripts.go), when the caller's
--- lease exists with no grace pending (g = "0", see check_caller) and hid is
--- not withdrawn, and k has a token and no waiter mark (nobody waits, see
--- rw_mark). Anything else takes the full path below, which reads
--- everything again.
+-- The fast path, before the helpers exist (see scripts.go), when the
+-- caller's lease exists with no grace pending (g = "0", see check_caller)
+-- and hid is not withdrawn: see rwmutex_acquire_fast.lua. Anything else
+-- takes the full path below, which reads everything again.
 local lease = redis.call('HMGET', KEYS[4], 'g', 'x:' .. hid, 'ttl', 'ld')
 if lease[1] == '0' and not lease[2] then
+  local reply
+  local rd, aq, ttl, ld = r, ARGV[2], lease[3], lease[4]
+  -- rwmutex_acquire_fast.lua: the fast path of a read-write mutex acquire
+  -- attempt, as statement text (no function: see mutex_acquire_fast.lua),
+  -- included where it runs: by rwmutex_acquire.lua before its helpers, and
+  -- by rwmutex_acquire_batch.lua in its loop over the attempts.
+  -- The includer has checked the caller's lease: it exists with no grace
+  -- pending (g = "0", see check_caller) and hid is not withdrawn. It sets k
+  -- (the mutex hash), rd (its readers hash), q (its queue), hid, shared
+  -- (true for a read hold), aq (a string whose first character is "1" to
+  -- queue when busy), ttl and ld (the lease's fields 'ttl' and 'ld', ld
+  -- false when unset), and declares reply.
+  -- It sets reply to the reply (as rwmutex_acquire.lua's), and leaves reply
+  -- nil, having changed nothing, for what the full path must decide: a
+  -- mutex without a token or with its waiter mark (see rw_mark), a lock
+  -- delay, a dead writer, readers a writer must wait for, a retried grant.
   local st = redis.call('HMGET', k, 'w', 'tok', 'q', 'free', 'wfree')
   local writer = st[1]
   if not writer and st[2] and not st[3] and not st[4] then
@@ -60,16 +75,16 @@ if lease[1] == '0' and not lease[2] then
     -- the full path clears them) and no lost reader's lock delay runs.
     local ok
     if not shared then
-      ok = not st[5] and redis.call('EXISTS', r) == 0
+      ok = not st[5] and redis.call('EXISTS', rd) == 0
     end
     if shared or ok then
       local tok, n = new_token(st[2])
-      local ld = lease[4] or '0'
-      local held = 2 * lease[3] + ld
+      local ld0 = ld or '0'
+      local held = 2 * ttl + ld0
       if shared then
         -- HSETNX: a retry (hid already there) takes the full path, which
         -- returns its token.
-        ok = redis.call('HSETNX', r, hid, ld .. ':' .. tok) == 1
+        ok = redis.call('HSETNX', rd, hid, ld0 .. ':' .. tok) == 1
       end
       if ok then
         -- Keep the keys at least held_ms, never less (see common.lua
@@ -77,42 +92,46 @@ if lease[1] == '0' and not lease[2] then
         -- (a new readers hash has none: NX). A writer holds k alone: k
         -- has existed since a grant or an idle release gave it an expiry.
         if shared then
-          redis.call('HSET', k, 'tok', tok, 'i', 2 * lease[3])
-          if redis.call('PEXPIRE', r, held, 'NX') == 0 then
-            redis.call('PEXPIRE', r, held, 'GT')
+          redis.call('HSET', k, 'tok', tok, 'i', 2 * ttl)
+          if redis.call('PEXPIRE', rd, held, 'NX') == 0 then
+            redis.call('PEXPIRE', rd, held, 'GT')
           end
           redis.call('PEXPIRE', k, held, 'GT')
         else
-          redis.call('HSET', k, 'w', hid, 'wld', ld, 'tok', tok, 'i', 2 * lease[3])
+          redis.call('HSET', k, 'w', hid, 'wld', ld0, 'tok', tok, 'i', 2 * ttl)
           redis.call('PEXPIRE', k, held)
         end
-        return {R_GRANTED, n}
+        reply = {R_GRANTED, n}
       end
     end
   elseif writer and writer ~= hid then
     -- A writer holds: busy while its session is live, the same reply as
     -- busy() in common.lua. (Spelled out, like sid_of and prefix_of, as in
-    -- mutex_acquire.lua.)
+    -- mutex_acquire_fast.lua.)
     local p = string.match(k, '^{[^}]*}:')
     local wait = redis.call('PTTL', p .. K_LEASE .. string.match(writer, '^([^.]+)%.'))
     if wait > 0 then
-      if string.sub(ARGV[2], 1, 1) ~= '1' then
-        return {R_BUSY, wait, -1}
-      end
-      local e = hid .. (shared and '|r' or '|w')
-      local pos = redis.call('LPOS', q, e)
-      if not pos then
-        pos = redis.call('RPUSH', q, e) - 1
-        if pos == 0 then
-          -- A new queue expires unless its waiters' heartbeats keep it.
-          redis.call('PEXPIRE', q, 2 * lease[3] + (lease[4] or '0'))
+      if string.sub(aq, 1, 1) ~= '1' then
+        reply = {R_BUSY, wait, -1}
+      else
+        local e = hid .. (shared and '|r' or '|w')
+        local pos = redis.call('LPOS', q, e)
+        if not pos then
+          pos = redis.call('RPUSH', q, e) - 1
+          if pos == 0 then
+            -- A new queue expires unless its waiters' heartbeats keep it.
+            redis.call('PEXPIRE', q, 2 * ttl + (ld or '0'))
+          end
+          if not st[3] then
+            redis.call('HSET', k, 'q', '1') -- see rw_mark; k has 'i' (a grant set it)
+          end
         end
-        if not st[3] then
-          redis.call('HSET', k, 'q', '1') -- see rw_mark; k has 'i' (a grant set it)
-        end
+        reply = {R_BUSY, wait, pos}
       end
-      return {R_BUSY, wait, pos}
     end
+  end
+  if reply then
+    return reply
   end
 end
 
