@@ -176,7 +176,7 @@ func (e Env) mutexReleaseFlight(ctx context.Context, rs []kindCall) []releaseRes
 // semAcquireFlight: semaphore_acquire_batch.lua.
 func (e Env) semAcquireFlight(ctx context.Context, as []kindCall) []attemptResult {
 	return e.acquireFlight(ctx, as, semAcquireBatch, "", func(keys, args []string, a kindCall) ([]string, []string) {
-		return append(keys, e.semKeys(a.r.Name)...),
+		return append(keys, e.K.Semaphore(a.r.Name), e.K.SemaphoreHolders(a.r.Name)),
 			append(args, a.hid, strconv.FormatInt(a.r.N, 10), strconv.FormatInt(a.r.Limit, 10))
 	})
 }
@@ -184,7 +184,8 @@ func (e Env) semAcquireFlight(ctx context.Context, as []kindCall) []attemptResul
 // semReleaseFlight: semaphore_release_batch.lua.
 func (e Env) semReleaseFlight(ctx context.Context, rs []kindCall) []releaseResult {
 	return e.releaseFlight(ctx, rs, semReleaseBatch, "", func(keys, args []string, r kindCall) ([]string, []string) {
-		return append(keys, e.semKeys(r.r.Name)...), append(args, r.hid, strconv.FormatInt(r.r.N, 10))
+		return append(keys, e.K.Semaphore(r.r.Name), e.K.SemaphoreHolders(r.r.Name)),
+			append(args, r.hid, strconv.FormatInt(r.r.N, 10))
 	})
 }
 

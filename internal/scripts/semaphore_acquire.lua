@@ -21,7 +21,7 @@ local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 -- path below.
 local lease = redis.call('HMGET', KEYS[4], 'g', 'x:' .. hid, 'ttl', 'ld')
 if lease[1] == '0' and not lease[2] then
-  local r = sem_acquire_fast(meta, holders, q, hid, ARGV[6], ARGV[7], lease[3], lease[4])
+  local r = sem_acquire_fast(meta, holders, hid, ARGV[6], ARGV[7], lease[3], lease[4])
   if r then
     return r
   end
@@ -75,4 +75,8 @@ local wait = grace
 if grace == 0 then
   wait = sem_wait(p, meta, holders)
 end
-return busy(q, entry, wait, ARGV[3], grace)
+local reply = busy(q, entry, wait, ARGV[3], grace)
+if reply[3] and reply[3] >= 0 then
+  redis.call('HSET', meta, 'q', '1') -- queued: the waiter mark (see semaphore_lib.lua)
+end
+return reply

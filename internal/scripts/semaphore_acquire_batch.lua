@@ -2,8 +2,9 @@
 -- (sem_acquire_fast, semaphore_fast.lua) for several acquire attempts of
 -- one session at once (see batch.go): one call and one read of the
 -- caller's lease for all of them.
--- KEYS[1] the caller's lease {ns}:s:<sid>, then per attempt meta, holders
--- and queue (as semaphore_acquire.lua's KEYS[1..3])
+-- KEYS[1] the caller's lease {ns}:s:<sid>, then per attempt meta and
+-- holders (semaphore_acquire.lua's KEYS[1..2]; the fast path reads the
+-- waiter mark, not the queue)
 -- ARGV per attempt: hold id, n, the caller's limit (semaphore_acquire.lua's
 -- ARGV[2], ARGV[6], ARGV[7])
 -- Returns one reply per attempt, in order: the fast path's grant, or
@@ -22,8 +23,8 @@ local out = {}
 for i = 1, n do
   local r
   if lease[1] == '0' and not lease[i + 3] then
-    r = sem_acquire_fast(KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1],
-      ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i], lease[2], lease[3])
+    r = sem_acquire_fast(KEYS[2 * i], KEYS[2 * i + 1], ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i],
+      lease[2], lease[3])
   end
   out[i] = r or {R_SLOW}
 end

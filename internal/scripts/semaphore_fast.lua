@@ -7,13 +7,13 @@
 -- sem_acquire_fast grants n permits (string n_s) to hid as sem_grant would,
 -- when that takes nothing else: the stored limit is the caller's, hid holds
 -- nothing yet, the permits fit without purging dead holders, the semaphore
--- has a token and nobody waits. The caller checked hid's lease: it exists
+-- has a token and no waiter mark (nobody waits, see semaphore_lib.lua). The caller checked hid's lease: it exists
 -- with no grace pending (g = "0", see check_caller) and hid is not
 -- withdrawn; ttl and ld are the lease's fields.
-local function sem_acquire_fast(meta, holders, q, hid, n_s, limit, ttl, ld)
-  local st = redis.call('HMGET', meta, 'limit', 'used', 'tok', 'set')
+local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
+  local st = redis.call('HMGET', meta, 'limit', 'used', 'tok', 'set', 'q')
   local n, used = tonumber(n_s), tonumber(st[2] or '0')
-  if st[1] ~= limit or not st[3] or used + n > tonumber(st[1]) or redis.call('LLEN', q) ~= 0 then
+  if st[1] ~= limit or not st[3] or st[5] or used + n > tonumber(st[1]) then
     return nil
   end
   local tok, t = new_token(st[3])
@@ -43,18 +43,15 @@ local function sem_acquire_fast(meta, holders, q, hid, n_s, limit, ttl, ld)
 end
 
 -- sem_release_fast returns the n permits (string n_s, as granted) of hid
--- when that takes nothing else: hid holds them, nobody waits (sem_serve
--- would grant nothing), and no lock delay is recorded (one might be
+-- when that takes nothing else: hid holds them, no waiter mark (nobody
+-- waits: sem_serve would grant nothing), and no lock delay is recorded (one might be
 -- running when the release leaves the semaphore idle, which sem_idle sees
 -- to). "used" counts exactly the permits of the recorded holders when no
 -- lock delay is recorded (see semaphore_lib.lua), so it tells whether the
 -- release left the semaphore idle.
-local function sem_release_fast(meta, holders, q, hid, n_s)
-  if redis.call('LLEN', q) ~= 0 then
-    return nil
-  end
-  local m = redis.call('HMGET', meta, 'i', 'set', 'delay')
-  if (m[3] and not m[2]) or redis.call('HDEL', holders, hid) == 0 then
+local function sem_release_fast(meta, holders, hid, n_s)
+  local m = redis.call('HMGET', meta, 'i', 'set', 'delay', 'q')
+  if m[4] or (m[3] and not m[2]) or redis.call('HDEL', holders, hid) == 0 then
     return nil
   end
   if redis.call('HINCRBY', meta, 'used', '-' .. n_s) <= 0 and m[1] and not m[2] then

@@ -12,7 +12,7 @@ local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 -- Fast path, before the helpers exist (see scripts.go): see
 -- sem_release_fast in semaphore_fast.lua.
 if ARGV[6] ~= '1' then
-  local r = sem_release_fast(meta, holders, q, hid, ARGV[5])
+  local r = sem_release_fast(meta, holders, hid, ARGV[5])
   if r then
     return r
   end

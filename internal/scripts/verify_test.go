@@ -3,11 +3,8 @@ package scripts_test
 import (
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/scripts"
-	"github.com/leasehold/leasehold/internal/testutil"
 )
 
 // TestVerify: verify.lua reports exactly the holds whose resource no
@@ -15,15 +12,7 @@ import (
 // once its keys are gone, as after a failover to a replica that missed the
 // grants; and all of them once the lease is gone.
 func TestVerify(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	ns := redistest.Namespace(t)
-	c := testutil.Client(t, srv.Addr())
-	ctx := testutil.Ctx(t, 10*time.Second)
-	testutil.InitEpoch(t, srv.Addr(), ns)
-	e := scripts.Env{C: c, K: scripts.NewKeys(ns), Grace: time.Minute}
-	if ok, _, err := e.OpenLease(ctx, "a", "test", time.Minute, 0); err != nil || !ok {
-		t.Fatalf("OpenLease = %v, %v", ok, err)
-	}
+	_, c, ctx, e := leaseWorld(t, "a")
 	if _, _, err := e.PoolChange(ctx, "p", "add", []string{"k"}); err != nil {
 		t.Fatal(err)
 	}

@@ -21,19 +21,9 @@ import (
 // the full path); the release that
 // leaves the queue empty clears the mark and lets the idle mutex expire.
 func TestMutexWaiterMark(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	ns := redistest.Namespace(t)
-	c := testutil.Client(t, srv.Addr())
-	ctx := testutil.Ctx(t, 10*time.Second)
-	testutil.InitEpoch(t, srv.Addr(), ns) // a fresh server is not a restart here
-	e := scripts.Env{C: c, K: scripts.NewKeys(ns), Grace: time.Minute}
+	ns, c, ctx, e := leaseWorld(t, "a", "b", "c")
 	m := scripts.Resource{Kind: scripts.Mutex, Name: "m"}
 	key := "{" + ns + "}:m:m"
-	for _, sid := range []string{"a", "b", "c"} {
-		if ok, _, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
-			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
-		}
-	}
 	// The mutex string: "<hid>|<tok>|<ld>|<i>|<free>|<w>".
 	fields := func() []string {
 		t.Helper()
@@ -99,17 +89,7 @@ func TestMutexWaiterMark(t *testing.T) {
 // need). The release that leaves the queue empty clears the mark and lets
 // the idle hash expire.
 func TestRWMutexWaiterMark(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	ns := redistest.Namespace(t)
-	c := testutil.Client(t, srv.Addr())
-	ctx := testutil.Ctx(t, 10*time.Second)
-	testutil.InitEpoch(t, srv.Addr(), ns)
-	e := scripts.Env{C: c, K: scripts.NewKeys(ns), Grace: time.Minute}
-	for _, sid := range []string{"a", "b", "c"} {
-		if ok, _, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
-			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
-		}
-	}
+	ns, c, ctx, e := leaseWorld(t, "a", "b", "c")
 	key := "{" + ns + "}:rw:rw"
 	read := scripts.Resource{Kind: scripts.RWMutex, Name: "rw", Shared: true}
 	write := scripts.Resource{Kind: scripts.RWMutex, Name: "rw"}
@@ -186,19 +166,9 @@ func hasField(t *testing.T, ctx context.Context, c rueidis.Client, key, f string
 // string by the next script that writes it: the holder keeps it, a
 // newcomer is refused, and tokens go on increasing after the release.
 func TestMutexOlderLayout(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	ns := redistest.Namespace(t)
-	c := testutil.Client(t, srv.Addr())
-	ctx := testutil.Ctx(t, 10*time.Second)
-	testutil.InitEpoch(t, srv.Addr(), ns)
-	e := scripts.Env{C: c, K: scripts.NewKeys(ns), Grace: time.Minute}
+	ns, c, ctx, e := leaseWorld(t, "a", "b")
 	m := scripts.Resource{Kind: scripts.Mutex, Name: "old"}
 	key := "{" + ns + "}:m:old"
-	for _, sid := range []string{"a", "b"} {
-		if ok, _, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
-			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
-		}
-	}
 	ha, hb := scripts.HoldID("a", 1), scripts.HoldID("b", 1)
 	old := c.B().Hset().Key(key).FieldValue().FieldValue("hid", ha).FieldValue("tok", "100").
 		FieldValue("ld", "0").FieldValue("i", "20000").Build()
@@ -220,4 +190,83 @@ func TestMutexOlderLayout(t *testing.T) {
 	if g, err := e.Acquire(ctx, m, hb, false); err != nil || g.Status != scripts.Granted || g.Token <= 100 {
 		t.Fatalf("Acquire after the release = %+v, %v; want granted with a token above 100", g, err)
 	}
+}
+
+// TestSemaphoreWaiterMark: the semaphore fast paths trust the waiter mark
+// 'q' of its meta hash rather than the queue's LLEN, so a newcomer never
+// overtakes a waiter: not when permits are free with the waiter still
+// queued (as a release during a restart grace leaves it). The full path
+// that finds the queue empty clears the mark, and the fast path serves
+// again.
+func TestSemaphoreWaiterMark(t *testing.T) {
+	ns, c, ctx, e := leaseWorld(t, "a", "b", "c")
+	sem := scripts.Resource{Kind: scripts.Semaphore, Name: "s", N: 1, Limit: 1}
+	meta, holders := "{"+ns+"}:sem:s", "{"+ns+"}:semh:s"
+	mark := func() bool { return hasField(t, ctx, c, meta, "q") }
+	acquire := func(hid string, queue bool, want scripts.Status) scripts.Grant {
+		t.Helper()
+		g, err := e.Acquire(ctx, sem, hid, queue)
+		if err != nil || g.Status != want {
+			t.Fatalf("Acquire(%s, queue=%v) = %+v, %v; want status %v", hid, queue, g, err, want)
+		}
+		return g
+	}
+	release := func(hid string) {
+		t.Helper()
+		if r, err := e.Release(ctx, sem, hid, false); err != nil || r != scripts.Freed {
+			t.Fatalf("Release(%s) = %v, %v; want Freed", hid, r, err)
+		}
+	}
+
+	ha, hb, hc := scripts.HoldID("a", 1), scripts.HoldID("b", 1), scripts.HoldID("c", 1)
+	acquire(ha, false, scripts.Granted)
+	if mark() {
+		t.Fatal("waiter mark set with nobody waiting")
+	}
+	acquire(hb, true, scripts.Busy)
+	if !mark() {
+		t.Fatal("waiter mark not set after a waiter queued")
+	}
+	// a's permit comes back without a hand-off, as a release during a
+	// restart grace leaves it: c must not overtake b.
+	if err := c.Do(ctx, c.B().Hdel().Key(holders).Field(ha).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, c.B().Hincrby().Key(meta).Field("used").Increment(-1).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	acquire(hc, false, scripts.Busy)
+	g := acquire(hb, true, scripts.Granted)
+	if mark() {
+		t.Fatal("waiter mark still set after the queue emptied")
+	}
+	release(hb)
+	g2 := acquire(hc, false, scripts.Granted)
+	if g2.Token <= g.Token {
+		t.Fatalf("token %d after %d: not increasing", g2.Token, g.Token)
+	}
+	release(hc)
+	pttl, err := c.Do(ctx, c.B().Pttl().Key(meta).Build()).AsInt64()
+	if err != nil || pttl <= 0 {
+		t.Fatalf("PTTL of the idle semaphore = %d, %v; want > 0", pttl, err)
+	}
+}
+
+// leaseWorld starts a Redis with namespace ns marked intact (a fresh server
+// is not a restart here) and a lease for each of sids, and returns a client
+// of it, a ctx and the scripts' Env.
+func leaseWorld(t *testing.T, sids ...string) (string, rueidis.Client, context.Context, scripts.Env) {
+	t.Helper()
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	c := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 10*time.Second)
+	testutil.InitEpoch(t, srv.Addr(), ns)
+	e := scripts.Env{C: c, K: scripts.NewKeys(ns), Grace: time.Minute}
+	for _, sid := range sids {
+		if ok, _, err := e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
+			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
+		}
+	}
+	return ns, c, ctx, e
 }

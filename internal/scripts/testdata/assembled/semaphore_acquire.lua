@@ -50,13 +50,13 @@ end
 -- sem_acquire_fast grants n permits (string n_s) to hid as sem_grant would,
 -- when that takes nothing else: the stored limit is the caller's, hid holds
 -- nothing yet, the permits fit without purging dead holders, the semaphore
--- has a token and nobody waits. The caller checked hid's lease: it exists
+-- has a token and no waiter mark (nobody waits, see semaphore_lib.lua). The caller checked hid's lease: it exists
 -- with no grace pending (g = "0", see check_caller) and hid is not
 -- withdrawn; ttl and ld are the lease's fields.
-local function sem_acquire_fast(meta, holders, q, hid, n_s, limit, ttl, ld)
-  local st = redis.call('HMGET', meta, 'limit', 'used', 'tok', 'set')
+local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
+  local st = redis.call('HMGET', meta, 'limit', 'used', 'tok', 'set', 'q')
   local n, used = tonumber(n_s), tonumber(st[2] or '0')
-  if st[1] ~= limit or not st[3] or used + n > tonumber(st[1]) or redis.call('LLEN', q) ~= 0 then
+  if st[1] ~= limit or not st[3] or st[5] or used + n > tonumber(st[1]) then
     return nil
   end
   local tok, t = new_token(st[3])
@@ -86,18 +86,15 @@ local function sem_acquire_fast(meta, holders, q, hid, n_s, limit, ttl, ld)
 end
 
 -- sem_release_fast returns the n permits (string n_s, as granted) of hid
--- when that takes nothing else: hid holds them, nobody waits (sem_serve
--- would grant nothing), and no lock delay is recorded (one might be
+-- when that takes nothing else: hid holds them, no waiter mark (nobody
+-- waits: sem_serve would grant nothing), and no lock delay is recorded (one might be
 -- running when the release leaves the semaphore idle, which sem_idle sees
 -- to). "used" counts exactly the permits of the recorded holders when no
 -- lock delay is recorded (see semaphore_lib.lua), so it tells whether the
 -- release left the semaphore idle.
-local function sem_release_fast(meta, holders, q, hid, n_s)
-  if redis.call('LLEN', q) ~= 0 then
-    return nil
-  end
-  local m = redis.call('HMGET', meta, 'i', 'set', 'delay')
-  if (m[3] and not m[2]) or redis.call('HDEL', holders, hid) == 0 then
+local function sem_release_fast(meta, holders, hid, n_s)
+  local m = redis.call('HMGET', meta, 'i', 'set', 'delay', 'q')
+  if m[4] or (m[3] and not m[2]) or redis.call('HDEL', holders, hid) == 0 then
     return nil
   end
   if redis.call('HINCRBY', meta, 'used', '-' .. n_s) <= 0 and m[1] and not m[2] then
@@ -114,7 +111,7 @@ local p, hid, meta, holders, q = ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3]
 -- path below.
 local lease = redis.call('HMGET', KEYS[4], 'g', 'x:' .. hid, 'ttl', 'ld')
 if lease[1] == '0' and not lease[2] then
-  local r = sem_acquire_fast(meta, holders, q, hid, ARGV[6], ARGV[7], lease[3], lease[4])
+  local r = sem_acquire_fast(meta, holders, hid, ARGV[6], ARGV[7], lease[3], lease[4])
   if r then
     return r
   end
@@ -392,13 +389,23 @@ end
 -- A semaphore is three keys:
 --   meta    {ns}:sem:<name>     hash: limit, used (permits of recorded holders and of
 --                               running lock delays), tok (last token), i (idle expiry ms),
---                               set ("1" when an operator set the limit), delay (below)
+--                               set ("1" when an operator set the limit), delay (below),
+--                               q (the waiter mark, below)
 --   holders {ns}:semh:<name>    hash: hold id -> "<n>:<token>", or "<n>:<token>:<ld>"
 --                               when the holder's session has a lock delay of ld ms
 --                               (a missing ld is 0: reclaim.lua writes none)
 --   queue   {ns}:q:sem:<name>   list of "<hold id>#<n>", FIFO
 -- "used" may count holders whose lease is gone; sem_purge drops them, and runs
 -- only when a request does not fit, so a grant that fits is O(1).
+--
+-- The waiter mark: meta's field q is "1" while the queue may hold an entry.
+-- The one script that queues (semaphore_acquire.lua, through busy) sets it
+-- with its entry; sem_serve clears it when it finds the queue empty. So no
+-- mark means nobody waits, and the fast paths (semaphore_fast.lua) read it
+-- with the meta fields they read anyway instead of asking LLEN. A mark
+-- over an empty queue only sends a call down the full path, which clears
+-- it. (Writes of a release older than the mark queue without it: a fast
+-- path may then overtake those waiters until a full path serves them.)
 --
 -- Lock delay: sem_purge turns a dead holder recorded with a lock delay into
 -- an entry "<end>:<n>" of meta's field delay ("|"-separated; end is server
@@ -549,6 +556,7 @@ local function sem_serve(p, meta, holders, q, sharded, name)
   while true do
     local e = first_live(p, q)
     if not e then
+      redis.call('HDEL', meta, 'q') -- nobody waits: the waiter mark goes
       return
     end
     local n = sem_n(e)
@@ -645,4 +653,8 @@ local wait = grace
 if grace == 0 then
   wait = sem_wait(p, meta, holders)
 end
-return busy(q, entry, wait, ARGV[3], grace)
+local reply = busy(q, entry, wait, ARGV[3], grace)
+if reply[3] and reply[3] >= 0 then
+  redis.call('HSET', meta, 'q', '1') -- queued: the waiter mark (see semaphore_lib.lua)
+end
+return reply

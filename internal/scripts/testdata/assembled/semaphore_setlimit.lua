@@ -279,13 +279,23 @@ end
 -- A semaphore is three keys:
 --   meta    {ns}:sem:<name>     hash: limit, used (permits of recorded holders and of
 --                               running lock delays), tok (last token), i (idle expiry ms),
---                               set ("1" when an operator set the limit), delay (below)
+--                               set ("1" when an operator set the limit), delay (below),
+--                               q (the waiter mark, below)
 --   holders {ns}:semh:<name>    hash: hold id -> "<n>:<token>", or "<n>:<token>:<ld>"
 --                               when the holder's session has a lock delay of ld ms
 --                               (a missing ld is 0: reclaim.lua writes none)
 --   queue   {ns}:q:sem:<name>   list of "<hold id>#<n>", FIFO
 -- "used" may count holders whose lease is gone; sem_purge drops them, and runs
 -- only when a request does not fit, so a grant that fits is O(1).
+--
+-- The waiter mark: meta's field q is "1" while the queue may hold an entry.
+-- The one script that queues (semaphore_acquire.lua, through busy) sets it
+-- with its entry; sem_serve clears it when it finds the queue empty. So no
+-- mark means nobody waits, and the fast paths (semaphore_fast.lua) read it
+-- with the meta fields they read anyway instead of asking LLEN. A mark
+-- over an empty queue only sends a call down the full path, which clears
+-- it. (Writes of a release older than the mark queue without it: a fast
+-- path may then overtake those waiters until a full path serves them.)
 --
 -- Lock delay: sem_purge turns a dead holder recorded with a lock delay into
 -- an entry "<end>:<n>" of meta's field delay ("|"-separated; end is server
@@ -436,6 +446,7 @@ local function sem_serve(p, meta, holders, q, sharded, name)
   while true do
     local e = first_live(p, q)
     if not e then
+      redis.call('HDEL', meta, 'q') -- nobody waits: the waiter mark goes
       return
     end
     local n = sem_n(e)
