@@ -21,11 +21,16 @@ test-oldest: redis-server postgresql
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) vet ./...
 	GOTOOLCHAIN=$(GO_OLDEST) $(GO) test -count=1 ./...
 
+# gocyclo walks the whole tree, chaos/ included: no function of the library,
+# the CLI or the chaos suite above cyclomatic complexity 20 (tests aside).
+GOCYCLO ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
+
 lint:
 	$(GO) vet ./...
 	cd chaos && $(GO) vet ./...
 	$(GO) run ./internal/tools/apicheck ./...
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GOCYCLO) -over 20 -ignore '_test\.go$$' .
 
 # redis-server comes from Debian's package when it is missing.
 redis-server:

@@ -143,40 +143,16 @@ func (c *checker) violate(what string, t int64, format string, args ...any) {
 	c.s.Violations = append(c.s.Violations, v)
 }
 
+// index reads evs into c: the holds and their ends, the grants of each
+// kind, faults and heals, process pauses and stalls, and the summary's
+// counts.
 func (c *checker) index(evs []Event) {
 	exits := map[int]int64{}
 	open := map[int][]int64{}
 	for _, e := range evs {
 		switch e.Type {
-		case EvGrant:
-			h := &hold{grant: e, stop: math.MaxInt64}
-			c.holds[e.Hold] = h
-			k := e.Kind + "/" + e.Res
-			c.byRes[k] = append(c.byRes[k], h)
-			c.grants[e.Kind] = append(c.grants[e.Kind], e)
-			c.s.Grants++
-		case EvEnd:
-			if h := c.holds[e.Hold]; h != nil && h.end == nil {
-				ev := e
-				h.end = &ev
-				h.stop = e.T
-				if e.How == "lost" {
-					c.s.Losses++
-				}
-			}
-		case EvLost:
-			c.s.SessionsLost++
-		case EvReclaim:
-			c.s.Reclaimed += e.N
-			c.s.ReclaimLost += e.Lost
-		case EvMetrics:
-			c.s.MetReclaimed += e.Values["leasehold_reclaimed_holds_total{result=reclaimed}"]
-			c.s.MetReclaimLst += e.Values["leasehold_reclaimed_holds_total{result=lost}"]
-		case EvFault:
-			c.faults = append(c.faults, e)
-			c.s.Faults++
-		case EvHeal:
-			c.heals = append(c.heals, e)
+		case EvGrant, EvEnd:
+			c.indexHold(e)
 		case EvPause:
 			open[e.Proc] = append(open[e.Proc], e.T)
 		case EvResume:
@@ -186,11 +162,8 @@ func (c *checker) index(evs []Event) {
 			}
 		case EvExit:
 			exits[e.Proc] = e.T
-		case EvNote:
-			if e.Kind == "stall" {
-				c.stalls[e.Proc] = append(c.stalls[e.Proc], interval{e.T, e.T + e.N + int64(2*time.Millisecond)})
-				c.s.MaxStallMs = max(c.s.MaxStallMs, ms(e.N))
-			}
+		default:
+			c.count(e)
 		}
 	}
 	for proc, ps := range open { // never resumed: paused until it exited
@@ -203,6 +176,52 @@ func (c *checker) index(evs []Event) {
 			if t, ok := exits[h.grant.Proc]; ok {
 				h.stop = t
 			}
+		}
+	}
+}
+
+// indexHold records a grant (a new hold) or the first end of a hold.
+func (c *checker) indexHold(e Event) {
+	if e.Type == EvGrant {
+		h := &hold{grant: e, stop: math.MaxInt64}
+		c.holds[e.Hold] = h
+		k := e.Kind + "/" + e.Res
+		c.byRes[k] = append(c.byRes[k], h)
+		c.grants[e.Kind] = append(c.grants[e.Kind], e)
+		c.s.Grants++
+		return
+	}
+	if h := c.holds[e.Hold]; h != nil && h.end == nil {
+		ev := e
+		h.end = &ev
+		h.stop = e.T
+		if e.How == "lost" {
+			c.s.Losses++
+		}
+	}
+}
+
+// count records the events that the summary counts and the checks look
+// up: sessions lost, reclaims, metrics, faults, heals and stalls.
+func (c *checker) count(e Event) {
+	switch e.Type {
+	case EvLost:
+		c.s.SessionsLost++
+	case EvReclaim:
+		c.s.Reclaimed += e.N
+		c.s.ReclaimLost += e.Lost
+	case EvMetrics:
+		c.s.MetReclaimed += e.Values["leasehold_reclaimed_holds_total{result=reclaimed}"]
+		c.s.MetReclaimLst += e.Values["leasehold_reclaimed_holds_total{result=lost}"]
+	case EvFault:
+		c.faults = append(c.faults, e)
+		c.s.Faults++
+	case EvHeal:
+		c.heals = append(c.heals, e)
+	case EvNote:
+		if e.Kind == "stall" {
+			c.stalls[e.Proc] = append(c.stalls[e.Proc], interval{e.T, e.T + e.N + int64(2*time.Millisecond)})
+			c.s.MaxStallMs = max(c.s.MaxStallMs, ms(e.N))
 		}
 	}
 }
@@ -377,52 +396,71 @@ func (c *checker) lockDelays() {
 	if c.p.LockDelay <= 0 {
 		return
 	}
-	ld := int64(c.p.LockDelay)
-	delayed := func(p *hold, t int64) bool { // p's lock delay keeps t out
-		return p.end != nil && p.end.How == "lost" && p.end.T >= p.end.Deadline && t < p.end.Deadline+ld-c.slack
-	}
 	for _, k := range c.keys() {
 		hs := c.byRes[k]
 		sem := strings.HasPrefix(k, Semaphore+"/")
 		for i, g := range hs {
-			t := g.grant.T
 			if sem {
-				inUse, excused, withLD := g.grant.N, int64(0), g.grant.N
-				var who []string
-				for _, p := range hs[:i] {
-					open := p.stop >= t
-					paused := open && c.pausedExcuse(p.grant.Proc, t, p.stop)
-					if open {
-						inUse += p.grant.N
-						if paused {
-							excused += p.grant.N
-						}
-					}
-					if (open && !paused) || delayed(p, t) {
-						withLD += p.grant.N
-						if delayed(p, t) {
-							who = append(who, c.describe(p))
-						}
-					}
-				}
-				if inUse-excused > c.p.SemLimit || withLD <= c.p.SemLimit {
-					continue // fine, or reported by permits
-				}
-				c.violate("lockdelay", t, "%s: p%d granted %d (token %d) with %d permits in use or in a lost holder's lock delay (limit %d, LockDelay %v): %s",
-					k, g.grant.Proc, g.grant.N, g.grant.Token, withLD, c.p.SemLimit, c.p.LockDelay, strings.Join(who, "; "))
-				continue
-			}
-			for _, p := range hs[:i] {
-				if p.grant.Detail == readDetail && g.grant.Detail == readDetail {
-					continue
-				}
-				if !delayed(p, t) || (p.stop >= t && !c.pauseOverlap(p, g, t)) {
-					continue // fine, or reported by exclusive
-				}
-				c.violate("lockdelay", t, "%s granted to p%d (hold %s token %d) %.0fms after the deadline of lost %s (LockDelay %v)",
-					k, g.grant.Proc, g.grant.Hold, g.grant.Token, ms(t-p.end.Deadline), c.describe(p), c.p.LockDelay)
+				c.semLockDelay(k, g, hs[:i])
+			} else {
+				c.exclusiveLockDelay(k, g, hs[:i])
 			}
 		}
+	}
+}
+
+// delayed reports whether the lock delay of p (a hold lost with its
+// session's lease) keeps a grant at t out.
+func (c *checker) delayed(p *hold, t int64) bool {
+	return p.end != nil && p.end.How == "lost" && p.end.T >= p.end.Deadline && t < p.end.Deadline+int64(c.p.LockDelay)-c.slack
+}
+
+// semLockDelay checks grant g of semaphore k against the earlier grants
+// before: the permits in use (but for stopped holders) and in a lost
+// holder's lock delay stay within the limit. Excess that permits reports
+// is not reported again.
+func (c *checker) semLockDelay(k string, g *hold, before []*hold) {
+	t := g.grant.T
+	inUse, excused, withLD := g.grant.N, int64(0), g.grant.N
+	var who []string
+	for _, p := range before {
+		open := p.stop >= t
+		paused := open && c.pausedExcuse(p.grant.Proc, t, p.stop)
+		if open {
+			inUse += p.grant.N
+			if paused {
+				excused += p.grant.N
+			}
+		}
+		if (open && !paused) || c.delayed(p, t) {
+			withLD += p.grant.N
+			if c.delayed(p, t) {
+				who = append(who, c.describe(p))
+			}
+		}
+	}
+	if inUse-excused > c.p.SemLimit || withLD <= c.p.SemLimit {
+		return // fine, or reported by permits
+	}
+	c.violate("lockdelay", t, "%s: p%d granted %d (token %d) with %d permits in use or in a lost holder's lock delay (limit %d, LockDelay %v): %s",
+		k, g.grant.Proc, g.grant.N, g.grant.Token, withLD, c.p.SemLimit, c.p.LockDelay, strings.Join(who, "; "))
+}
+
+// exclusiveLockDelay checks grant g of resource k (not a semaphore)
+// against the earlier grants before: none is in a lost holder's lock
+// delay (two reads never conflict). An overlap that exclusive reports is
+// not reported again.
+func (c *checker) exclusiveLockDelay(k string, g *hold, before []*hold) {
+	t := g.grant.T
+	for _, p := range before {
+		if p.grant.Detail == readDetail && g.grant.Detail == readDetail {
+			continue
+		}
+		if !c.delayed(p, t) || (p.stop >= t && !c.pauseOverlap(p, g, t)) {
+			continue // fine, or reported by exclusive
+		}
+		c.violate("lockdelay", t, "%s granted to p%d (hold %s token %d) %.0fms after the deadline of lost %s (LockDelay %v)",
+			k, g.grant.Proc, g.grant.Hold, g.grant.Token, ms(t-p.end.Deadline), c.describe(p), c.p.LockDelay)
 	}
 }
 
@@ -591,6 +629,25 @@ func (c *checker) store(ops []Op) {
 
 // storeKey checks the accepted operations on one key (see store).
 func (c *checker) storeKey(key string, acc []Op) {
+	writes, n := c.storeWrites(key, acc)
+	var hi int64
+	for k := int64(1); k <= n; k++ {
+		if w, ok := writes[k]; ok {
+			if w.Token < hi {
+				c.violate("store", w.Sent, "%s: %v accepted after a write with token %d", key, w, hi)
+			}
+			hi = max(hi, w.Token)
+		}
+	}
+	c.storeReads(key, acc, writes)
+	c.storeRealTime(key, acc)
+	c.storeFinal(key, n)
+}
+
+// storeWrites returns the accepted writes on key by the value each
+// stored, and how many there are; a value stored twice, or beyond the
+// count, is a lost update.
+func (c *checker) storeWrites(key string, acc []Op) (map[int64]Op, int64) {
 	writes := map[int64]Op{}
 	var n int64
 	for _, o := range acc {
@@ -611,15 +668,13 @@ func (c *checker) storeKey(key string, acc []Op) {
 		}
 		writes[o.Value] = o
 	}
-	var hi int64
-	for k := int64(1); k <= n; k++ {
-		if w, ok := writes[k]; ok {
-			if w.Token < hi {
-				c.violate("store", w.Sent, "%s: %v accepted after a write with token %d", key, w, hi)
-			}
-			hi = max(hi, w.Token)
-		}
-	}
+	return writes, n
+}
+
+// storeReads checks each accepted read on key against writes: it returns
+// the token of the value's write, and the next write has a token at least
+// the read's (a read raises the mark).
+func (c *checker) storeReads(key string, acc []Op, writes map[int64]Op) {
 	for _, r := range acc {
 		if r.Op != "r" {
 			continue
@@ -631,7 +686,11 @@ func (c *checker) storeKey(key string, acc []Op) {
 			c.violate("store", w.Sent, "%s: %v accepted after %v had raised the mark", key, w, r)
 		}
 	}
-	// Real time: sent after another's answer came, so after it in the store.
+}
+
+// storeRealTime checks real time on key: an operation sent after
+// another's answer came is after it in the store.
+func (c *checker) storeRealTime(key string, acc []Op) {
 	byRecv := slices.SortedFunc(slices.Values(acc), func(a, b Op) int { return cmp.Compare(a.Recv, b.Recv) })
 	bySent := slices.SortedFunc(slices.Values(acc), func(a, b Op) int { return cmp.Compare(a.Sent, b.Sent) })
 	var done int64
@@ -644,6 +703,11 @@ func (c *checker) storeKey(key string, acc []Op) {
 			c.violate("store", o.Sent, "%s: %v accepted, sent after an operation with token %d had been answered", key, o, done)
 		}
 	}
+}
+
+// storeFinal checks the store's final value of key, when it was read,
+// against the n accepted writes.
+func (c *checker) storeFinal(key string, n int64) {
 	if c.p.StoreFinal == nil {
 		return
 	}

@@ -232,6 +232,62 @@ func (r *Results) Table() string {
 // anomalies of Unprotected scenarios), writing the history as JSON.
 func Run(t *testing.T, sc Scenario) *Summary {
 	t.Helper()
+	sc.setDefaults()
+	if sc.Known != "" && os.Getenv("LEASEHOLD_CHAOS_KNOWN") != "1" {
+		t.Skip("KNOWN VIOLATION: " + sc.Known + " (LEASEHOLD_CHAOS_KNOWN=1 runs it)")
+	}
+	seed := scenarioSeed(sc.Name)
+	t.Logf("scenario %s (%s): seed %d; replay with LEASEHOLD_CHAOS_SEED=%d and -run '%s'", sc.Name, sc.About, seed, Seed, t.Name())
+	start := time.Now()
+	hist := &History{}
+	origin := hist.Note(EvNote, "start "+sc.Name).T
+	env := &Env{T: t, Rand: rand.New(rand.NewPCG(uint64(seed), 1)), Hist: hist, Scenario: &sc}
+
+	storeSrv := redistest.Start(t, redistest.Options{})
+	env.Namespace = startBackend(t, env, &sc)
+	dir := t.TempDir()
+	procTTL := startProcs(t, env, seed, storeSrv.Addr(), dir)
+	awaitWarm(t, hist, sc.Kinds, dir)
+
+	ctx, cancel := context.WithTimeout(context.Background(), sc.Duration)
+	env.ctx = ctx
+	if sc.Nemesis != nil {
+		sc.Nemesis(env)
+	}
+	cancel()
+	awaitRecovery(hist, &sc)
+	end := hist.Note(EvNote, "stop").T
+	// Two snapshots a TTL apart, the holders still running, find leaked
+	// holds: recorded as holders in both, of a live session, granted to no
+	// worker (a background withdrawal would have removed them within one
+	// heartbeat interval).
+	st1, st2, stable := masterSnapshots(env.stateAddr, env.Namespace, sc.TTL)
+	if !stable {
+		t.Logf("phantom check skipped: the master changed during each of 3 attempts at two snapshots %v apart", sc.TTL)
+	}
+	stopProcs(env.Procs, 3*sc.TTL+5*time.Second)
+
+	s := &Summary{Scenario: sc.Name, Seed: seed, Procs: sc.Procs, Unprotected: sc.Unprotected}
+	evs := hist.Events()
+	ops := opsOf(evs)
+	Check(CheckParams{
+		TTL: sc.TTL, ProcTTL: procTTL, Grace: sc.grace(), LockDelay: sc.LockDelay,
+		SemLimit: 3, Kinds: sc.Kinds, Liveness: sc.Liveness, End: end,
+		StoreFinal: readFinal(t, storeSrv.Addr(), ops),
+		ObsSlack:   10 * time.Millisecond, ResumeSlack: 250 * time.Millisecond,
+	}, origin, evs, ops, s)
+	handoff(t, &sc, evs, end, s)
+	s.Seconds = time.Since(start).Seconds()
+	notePhantoms(s, phantoms(st1, st2, grantedHolds(evs)), end) // none without stable snapshots
+	logSummary(t, s)
+	keepHistory(t, Dump{Scenario: sc.Name, Seed: seed, Origin: origin, Params: sc, Summary: s, Events: evs, Store: ops, State: st2}, dir)
+	return s
+}
+
+// setDefaults fills in what sc leaves unset: 8 processes, every kind, two
+// mutexes, a TTL of 1s (or the longest of TTLs), 20s of faults, and a
+// liveness bound of 2 TTLs + 3s.
+func (sc *Scenario) setDefaults() {
 	if sc.Procs == 0 {
 		sc.Procs = 8
 	}
@@ -253,17 +309,11 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	if sc.Liveness == 0 {
 		sc.Liveness = 2*sc.TTL + 3*time.Second
 	}
-	if sc.Known != "" && os.Getenv("LEASEHOLD_CHAOS_KNOWN") != "1" {
-		t.Skip("KNOWN VIOLATION: " + sc.Known + " (LEASEHOLD_CHAOS_KNOWN=1 runs it)")
-	}
-	seed := scenarioSeed(sc.Name)
-	t.Logf("scenario %s (%s): seed %d; replay with LEASEHOLD_CHAOS_SEED=%d and -run '%s'", sc.Name, sc.About, seed, Seed, t.Name())
-	start := time.Now()
-	hist := &History{}
-	origin := hist.Note(EvNote, "start "+sc.Name).T
-	env := &Env{T: t, Rand: rand.New(rand.NewPCG(uint64(seed), 1)), Hist: hist, Scenario: &sc}
+}
 
-	storeSrv := redistest.Start(t, redistest.Options{})
+// startBackend starts the Redis deployment of sc.Backend, records its
+// addresses in env and returns the namespace, its epoch marker set.
+func startBackend(t *testing.T, env *Env, sc *Scenario) string {
 	ns := redistest.Namespace(t)
 	switch sc.Backend {
 	case Plain, AOF:
@@ -280,9 +330,13 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	case Clustered:
 		ns = startClustered(t, env)
 	}
-	env.Namespace = ns
+	return ns
+}
 
-	dir := t.TempDir()
+// startProcs starts the scenario's holder processes into env.Procs, their
+// logs in dir, and returns each one's session TTL.
+func startProcs(t *testing.T, env *Env, seed int64, store, dir string) []time.Duration {
+	sc := env.Scenario
 	var procTTL []time.Duration
 	for i := range sc.Procs {
 		ttl := sc.TTL
@@ -291,8 +345,8 @@ func Run(t *testing.T, sc Scenario) *Summary {
 		}
 		procTTL = append(procTTL, ttl)
 		cfg := WorkerConfig{
-			Proc: i, Seed: uint64(seed) + uint64(i)*7919, Addrs: env.Addrs, Namespace: ns,
-			TTL: ttl, LockDelay: sc.LockDelay, RestartGrace: sc.RestartGrace, ReplicaAck: sc.ReplicaAck, Store: storeSrv.Addr(),
+			Proc: i, Seed: uint64(seed) + uint64(i)*7919, Addrs: env.Addrs, Namespace: env.Namespace,
+			TTL: ttl, LockDelay: sc.LockDelay, RestartGrace: sc.RestartGrace, ReplicaAck: sc.ReplicaAck, Store: store,
 			Kinds: sc.Kinds, Mutexes: sc.Mutexes, SemLimit: 3, SemMaxN: 2,
 			PoolKeys: []string{"k0", "k1", "k2", "k3"},
 			HoldMin:  30 * time.Millisecond, HoldMax: 250 * time.Millisecond,
@@ -307,26 +361,27 @@ func Run(t *testing.T, sc Scenario) *Summary {
 			px = redistest.StartProxy(t, env.Addrs[0])
 			cfg.Addrs = []string{px.Addr()}
 		}
-		env.Procs = append(env.Procs, startProc(t, hist, cfg, dir, px))
+		env.Procs = append(env.Procs, startProc(t, env.Hist, cfg, dir, px))
 	}
+	return procTTL
+}
 
-	// Every primitive grants before the first fault.
+// awaitWarm waits until every primitive was granted, before the first
+// fault; it fails t after 30s.
+func awaitWarm(t *testing.T, hist *History, kinds []string, dir string) {
 	warm := time.Now().Add(30 * time.Second)
-	for !grantedAll(hist, sc.Kinds, 0) {
+	for !grantedAll(hist, kinds, 0) {
 		if time.Now().After(warm) {
 			t.Fatalf("chaos: not every primitive was granted within 30s of the start; holder logs in %s", dir)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	hist.Note(EvNote, "warm")
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), sc.Duration)
-	env.ctx = ctx
-	if sc.Nemesis != nil {
-		sc.Nemesis(env)
-	}
-	cancel()
-	// Liveness: wait for a grant of every kind after the last heal.
+// awaitRecovery is the liveness wait: for a grant of every kind after the
+// last heal (sc.Liveness at most), then a few more grants.
+func awaitRecovery(hist *History, sc *Scenario) {
 	var lastHeal int64
 	for _, e := range hist.Events() {
 		if e.Type == EvHeal {
@@ -338,58 +393,58 @@ func Run(t *testing.T, sc Scenario) *Summary {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond) // a few more grants after recovery
-	end := hist.Note(EvNote, "stop").T
-	// Two snapshots a TTL apart, the holders still running, find leaked
-	// holds: recorded as holders in both, of a live session, granted to no
-	// worker (a background withdrawal would have removed them within one
-	// heartbeat interval).
-	stateAddr := func() string {
-		switch {
-		case env.Cluster != nil: // the namespace's master now
-			return env.nsMaster().Addr()
-		case env.Sentinel != nil:
-			return env.Sentinel.MasterAddr()
-		case env.Redis != nil:
-			return env.Redis.Addr()
-		}
-		return env.Addrs[0]
+}
+
+// stateAddr returns the address of the Redis that holds the namespace's
+// state now: its cluster master, the sentinels' master, the plain server,
+// or the first external address.
+func (env *Env) stateAddr() string {
+	switch {
+	case env.Cluster != nil: // the namespace's master now
+		return env.nsMaster().Addr()
+	case env.Sentinel != nil:
+		return env.Sentinel.MasterAddr()
+	case env.Redis != nil:
+		return env.Redis.Addr()
 	}
-	st1, st2, stable := masterSnapshots(stateAddr, ns, sc.TTL)
-	if !stable {
-		t.Logf("phantom check skipped: the master changed during each of 3 attempts at two snapshots %v apart", sc.TTL)
-	}
+	return env.Addrs[0]
+}
+
+// stopProcs stops the holder processes together, each within wait.
+func stopProcs(procs []*Proc, wait time.Duration) {
 	var wg sync.WaitGroup
-	for _, p := range env.Procs {
-		wg.Go(func() { p.stop(3*sc.TTL + 5*time.Second) })
+	for _, p := range procs {
+		wg.Go(func() { p.stop(wait) })
 	}
 	wg.Wait()
+}
 
-	s := &Summary{Scenario: sc.Name, Seed: seed, Procs: sc.Procs, Unprotected: sc.Unprotected}
-	evs := hist.Events()
-	ops := opsOf(evs)
-	Check(CheckParams{
-		TTL: sc.TTL, ProcTTL: procTTL, Grace: sc.grace(), LockDelay: sc.LockDelay,
-		SemLimit: 3, Kinds: sc.Kinds, Liveness: sc.Liveness, End: end,
-		StoreFinal: readFinal(t, storeSrv.Addr(), ops),
-		ObsSlack:   10 * time.Millisecond, ResumeSlack: 250 * time.Millisecond,
-	}, origin, evs, ops, s)
-	handoff(t, &sc, evs, end, s)
-	s.Seconds = time.Since(start).Seconds()
+// grantedHolds returns the hold ids that evs grant.
+func grantedHolds(evs []Event) map[string]bool {
 	granted := map[string]bool{}
 	for _, e := range evs {
 		if e.Type == EvGrant {
 			granted[e.Hold] = true
 		}
 	}
-	for _, ph := range phantoms(st1, st2, granted) { // none without stable snapshots
+	return granted
+}
+
+// notePhantoms records each leaked hold of phs as a violation of s, or as
+// an anomaly when its scenario is unprotected.
+func notePhantoms(s *Summary, phs []string, end int64) {
+	for _, ph := range phs {
 		v := Violation{What: "phantom", T: end, Detail: "leaked to a live session that was never told: " + ph}
-		if sc.Unprotected {
+		if s.Unprotected {
 			s.Anomalies = append(s.Anomalies, v)
 		} else {
 			s.Violations = append(s.Violations, v)
 		}
 	}
+}
 
+// logSummary logs s and its first 20 violations or anomalies.
+func logSummary(t *testing.T, s *Summary) {
 	t.Logf("summary %s: %d grants, %d store ops, %d faults, %d holds lost, %d sessions lost, reclaimed %d (not %d; metrics %.0f/%.0f), "+
 		"held/kept/lost across restarts %d/%d/%d, %d stale ops refused, %d pause overlaps, %d read overlaps, %d late ops accepted, "+
 		"latest cancel %+.1fms vs sendTime+TTL (%d late cancels excused by stalls, longest stall %.0fms), recovery %.0fms, "+
@@ -409,10 +464,14 @@ func Run(t *testing.T, sc Scenario) *Summary {
 		}
 		t.Logf("%s %s: %s", kind, v.What, v.Detail)
 	}
-	dump := Dump{Scenario: sc.Name, Seed: seed, Origin: origin, Params: sc, Summary: s, Events: evs, Store: ops, State: st2}
-	// The history is kept on failure (in a fresh directory under $TMPDIR,
-	// which outlives the test), and always when LEASEHOLD_CHAOS_HISTORY
-	// names a directory.
+}
+
+// keepHistory writes the history dump: always when LEASEHOLD_CHAOS_HISTORY
+// names a directory, and on failure (in a fresh directory under $TMPDIR,
+// which outlives the test) with the holder logs of dir. It fails t when
+// the summary has violations.
+func keepHistory(t *testing.T, dump Dump, dir string) {
+	s := dump.Summary
 	dumpDir := os.Getenv("LEASEHOLD_CHAOS_HISTORY")
 	if len(s.Violations) > 0 && dumpDir == "" {
 		d, err := os.MkdirTemp("", "leasehold-chaos-")
@@ -429,13 +488,12 @@ func Run(t *testing.T, sc Scenario) *Summary {
 			t.Logf("history: %s", path)
 		}
 		if len(s.Violations) > 0 {
-			keepLogs(t, dir, filepath.Join(dumpDir, fmt.Sprintf("%s-%d-logs", sc.Name, seed)))
+			keepLogs(t, dir, filepath.Join(dumpDir, fmt.Sprintf("%s-%d-logs", dump.Scenario, dump.Seed)))
 		}
 	}
 	if len(s.Violations) > 0 {
-		t.Errorf("%s: %d violations (seed %d); history and holder logs in %s", sc.Name, len(s.Violations), seed, dumpDir)
+		t.Errorf("%s: %d violations (seed %d); history and holder logs in %s", s.Scenario, len(s.Violations), dump.Seed, dumpDir)
 	}
-	return s
 }
 
 // keepLogs copies the holder processes' logs out of the test's temporary

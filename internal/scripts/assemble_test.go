@@ -66,7 +66,7 @@ func TestRegistryHasEveryScript(t *testing.T) {
 	included := map[string]bool{"common.lua": true, "fastpath.lua": true}
 	for _, f := range files {
 		for _, m := range includeLine.FindAllStringSubmatch(luaFile(f), -1) {
-			included[m[2]] = true
+			included[m[3]] = true
 		}
 	}
 	for _, f := range files {
@@ -80,7 +80,8 @@ func TestRegistryHasEveryScript(t *testing.T) {
 }
 
 // TestInclude: an include directive is replaced by the file, indented as
-// the directive, at most once per script; an unknown file panics.
+// the directive, at most once per script (an inline directive each time);
+// an unknown file panics.
 func TestInclude(t *testing.T) {
 	seen := map[string]bool{}
 	got := expand("a\n  --@include session_close.lua\n--@include session_close.lua\nb\n", seen)
@@ -92,7 +93,23 @@ func TestInclude(t *testing.T) {
 	if !slices.Equal(keys(seen), []string{"session_close.lua"}) {
 		t.Errorf("seen = %v", seen)
 	}
-	for _, text := range []string{"--@include nope.lua\n", "x\n  --@include nope.lua\n"} {
+	// An inlined file goes in wherever it is named, and is not recorded.
+	inl := strings.TrimSuffix(luaFile("grant_message.lua"), "\n")
+	got = expand("--@inline grant_message.lua\n  --@inline grant_message.lua\n", seen)
+	want = inl + "\n  " + strings.ReplaceAll(inl, "\n", "\n  ") + "\n"
+	if got != want {
+		t.Errorf("expand of two inlines:\n%s\nwant:\n%s", got, want)
+	}
+	if seen["grant_message.lua"] {
+		t.Error("an inlined file was recorded as included")
+	}
+	// return=r turns the inlined text's returns into assignments to r.
+	got = expand("--@inline mutex_release_fast.lua return=r\n", seen)
+	if !strings.Contains(got, "\n      r = REL_FREED\n") || returnLine.MatchString(got) {
+		t.Errorf("expand with return=r left a return or made no assignment:\n%s", got)
+	}
+	for _, text := range []string{"--@include nope.lua\n", "x\n  --@include nope.lua\n", "--@inline nope.lua\n",
+		"--@include nope.lua return=r\n"} {
 		func() {
 			defer func() {
 				if r := recover(); r == nil || !strings.Contains(r.(string), "nope.lua") {

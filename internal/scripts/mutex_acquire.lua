@@ -21,16 +21,13 @@ local hid, m = ARGV[1], KEYS[1]
 
 -- The fast path, before the helpers exist (see scripts.go), when the
 -- caller's lease exists with no grace pending (g = "0", see check_caller)
--- and hid is not withdrawn: see mutex_acquire_fast.lua. Anything else
--- takes the full path below, which reads everything again.
+-- and hid is not withdrawn: see mutex_acquire_fast.lua, which returns its
+-- reply. Anything else takes the full path below, which reads everything
+-- again.
 local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
 if lease[1] == '0' and not lease[2] then
-  local r, p, held, tail
-  local aq = ARGV[2]
-  --@include mutex_acquire_fast.lua
-  if r then
-    return r
-  end
+  local aq, p, held, tail = ARGV[2]
+  --@inline mutex_acquire_fast.lua
 end
 
 --@helpers

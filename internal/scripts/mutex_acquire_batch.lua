@@ -40,7 +40,7 @@ for i = 1, n do
   local hid = string.sub(aq, 2)
   local r
   if not lease[i + 1] then
-    --@include mutex_acquire_fast.lua
+    --@inline mutex_acquire_fast.lua return=r
   end
   out[i] = r or {R_SLOW}
 end

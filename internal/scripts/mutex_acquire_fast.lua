@@ -1,19 +1,22 @@
 -- mutex_acquire_fast.lua: the fast path of a mutex acquire attempt, as
--- statement text (no function: every function is a closure Redis creates
--- on every call, see scripts.go), included where it runs: by
--- mutex_acquire.lua before its helpers, and by mutex_acquire_batch.lua in
--- its loop over the attempts. It reads the mutex string (see
--- mutex_value.lua) with anchored matches, as it runs on every lock.
+-- statement text (no function of its own: every function is a closure
+-- Redis creates on every call, see scripts.go), inlined where it runs: by
+-- mutex_acquire.lua at its top level before its helpers, and by
+-- mutex_acquire_batch.lua in its loop over the attempts, its returns
+-- turned into "r = ..." (see expand in assemble.go). It reads the mutex
+-- string (see mutex_value.lua) with anchored matches, as it runs on every
+-- lock.
 -- The includer has checked the caller's lease: it exists with no grace
--- pending (g = "0", see check_caller) and hid is not withdrawn. It sets
--- m (the mutex key), hid and aq (a string whose first character is "1"
--- to queue when busy), and declares r, p (the prefix, or nil), held and
+-- pending (g = "0", see check_caller) and hid is not withdrawn. It uses
+-- the includer's names: m (the mutex key), hid, aq (a string whose first
+-- character is "1" to queue when busy), p (the prefix, or nil), held and
 -- tail (held_ms and "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them
 -- from its ARGV[2] when needed).
--- It sets r to the reply (as mutex_acquire.lua's), and leaves r nil,
--- having changed nothing, for what the full path must decide: a holder
--- whose lease is gone, a lock delay, waiters before the caller, a queue
--- left without its mutex, a retried grant, a hash of an older layout.
+-- It returns the reply (as mutex_acquire.lua's), each return the last
+-- thing its path does, and falls through, having changed nothing, for
+-- what the full path must decide: a holder whose lease is gone, a lock
+-- delay, waiters before the caller, a queue left without its mutex, a
+-- retried grant, a hash of an older layout.
 local v = redis.pcall('GET', m) -- an error (a hash of an older layout) takes the full path
 local last
 if not v then
@@ -43,7 +46,7 @@ elseif type(v) == 'string' then
       local wait = redis.call('PTTL', p .. K_LEASE .. sid)
       if wait > 0 then
         if string.sub(aq, 1, 1) ~= '1' then
-          r = {R_BUSY, wait, -1}
+          return {R_BUSY, wait, -1}
         else
           local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
           local pos = redis.call('LPOS', q, hid)
@@ -60,7 +63,7 @@ elseif type(v) == 'string' then
               redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_value.lua)
             end
           end
-          r = {R_BUSY, wait, pos}
+          return {R_BUSY, wait, pos}
         end
       end
     end
@@ -76,5 +79,5 @@ if last ~= nil then
   end
   local tok, n = new_token(last)
   redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
-  r = {R_GRANTED, n}
+  return {R_GRANTED, n}
 end

@@ -10,26 +10,21 @@
 -- withdraw in common.lua)
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when it is neither (already released, or taken away): idempotent.
-local hid, m = ARGV[1], KEYS[1]
-local withdrawing = string.sub(ARGV[2], 2, 2) == '1'
+local hid, m, sh = ARGV[1], KEYS[1], ARGV[2]
 
 -- The fast paths, before the helpers exist (see scripts.go): see
--- mutex_release_fast.lua.
-if not withdrawing then
-  local r, p, g
-  local sh = ARGV[2]
-  --@include mutex_release_fast.lua
-  if r then
-    return r
-  end
+-- mutex_release_fast.lua, which returns when it released.
+if string.sub(sh, 2, 2) ~= '1' then
+  local p, g
+  --@inline mutex_release_fast.lua
 end
 
 --@helpers
 --@include mutex_lib.lua
 local p = prefix_of(m)
-local sharded, name = string.sub(ARGV[2], 1, 1), string.sub(m, #p + 3)
+local sharded, name = string.sub(sh, 1, 1), string.sub(m, #p + 3)
 local q = p .. K_QUEUE .. 'm:' .. name
-if withdrawing then
+if string.sub(sh, 2, 2) == '1' then
   withdraw(p, hid)
 end
 local st = m_load(m)

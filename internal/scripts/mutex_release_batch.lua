@@ -17,7 +17,7 @@ local sh = ARGV[1]
 for i = 1, n do
   local hid, m = ARGV[i + 1], KEYS[i]
   local r
-  --@include mutex_release_fast.lua
+  --@inline mutex_release_fast.lua return=r
   out[i] = r or R_SLOW
 end
 return out

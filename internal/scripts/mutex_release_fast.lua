@@ -1,17 +1,18 @@
 -- mutex_release_fast.lua: the fast paths of a mutex release, as statement
--- text (see mutex_acquire_fast.lua), included by mutex_release.lua before
--- its helpers and by mutex_release_batch.lua in its loop over the
--- releases: a release with nobody waiting, and one that hands the mutex
--- to a live first waiter. It reads and builds the mutex string (see
--- mutex_value.lua) with anchored matches, as it runs on every release.
--- The includer sets m (the mutex key), hid and sh (a string whose first
--- character is "1" for sharded pub/sub), and declares r, p (the prefix,
--- or nil) and g (whether the releasing session's lease says no restart
--- grace is pending, see check_caller; nil until read).
--- It sets r to REL_FREED when it released, and leaves r nil, having
--- changed nothing, for what the full path must decide: not held by hid, a
--- lock delay, a dead first waiter, a restart grace, a hash of an older
--- layout.
+-- text (see mutex_acquire_fast.lua), inlined by mutex_release.lua at its
+-- top level before its helpers and by mutex_release_batch.lua in its loop
+-- over the releases, its returns turned into "r = ..." (see expand in
+-- assemble.go): a release with nobody waiting, and one that hands the
+-- mutex to a live first waiter. It reads and builds the mutex string (see
+-- mutex_value.lua) with anchored matches, as it runs on every release. It
+-- uses the includer's names: m (the mutex key), hid, sh (a string whose
+-- first character is "1" for sharded pub/sub), p (the prefix, or nil) and
+-- g (whether the releasing session's lease says no restart grace is
+-- pending, see check_caller; nil until read).
+-- It returns REL_FREED when it released, each return the last thing its
+-- path does, and falls through, having changed nothing, for what the full
+-- path must decide: not held by hid, a lock delay, a dead first waiter, a
+-- restart grace, a hash of an older layout.
 local v = redis.pcall('GET', m) -- an error (an older layout's hash) takes the full path
 if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
   -- Held by hid. rest is "|<tok>|<ld>|<i>|<free>|<w>".
@@ -22,7 +23,7 @@ if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
     local i = string.match(rest, '^|%d+|%d*|(%d+)||$')
     if i then
       redis.call('SET', m, rest, 'PX', i)
-      r = REL_FREED
+      return REL_FREED
     end
   elseif last2 == '|1' then
     -- Waiters, no lock delay: when no restart grace is pending and the
@@ -32,19 +33,19 @@ if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
     if g == nil then
       g = redis.call('HGET', p .. K_LEASE .. string.match(hid, '^([^.]+)%.'), 'g') == '0'
     end
-    local name = string.sub(m, #p + 3)
-    local q = p .. K_QUEUE .. 'm:' .. name
-    local nxt = g and redis.call('LINDEX', q, 0)
-    if nxt then
-      local sid = string.match(nxt, '^([^.]+)%.')
+    local res = string.sub(m, #p + 3)
+    local q = p .. K_QUEUE .. 'm:' .. res
+    local to = g and redis.call('LINDEX', q, 0)
+    if to then
+      local sid = string.match(to, '^([^.]+)%.')
       local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
       if l[1] then
         redis.call('LPOP', q)
         local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
-        redis.call('SET', m, nxt .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
-        redis.call(string.sub(sh, 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid,
-          'g|' .. nxt .. '|' .. tok .. '|' .. name)
-        r = REL_FREED
+        redis.call('SET', m, to .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
+        --@inline grant_message.lua
+        redis.call(string.sub(sh, 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
+        return REL_FREED
       end
     end
   end

@@ -18,16 +18,13 @@ local shared = string.sub(ARGV[2], 3, 3) == '1'
 
 -- The fast path, before the helpers exist (see scripts.go), when the
 -- caller's lease exists with no grace pending (g = "0", see check_caller)
--- and hid is not withdrawn: see rwmutex_acquire_fast.lua. Anything else
--- takes the full path below, which reads everything again.
+-- and hid is not withdrawn: see rwmutex_acquire_fast.lua, which returns
+-- its reply. Anything else takes the full path below, which reads
+-- everything again.
 local lease = redis.call('HMGET', KEYS[4], 'g', 'x:' .. hid, 'ttl', 'ld')
 if lease[1] == '0' and not lease[2] then
-  local reply
   local rd, aq, ttl, ld = r, ARGV[2], lease[3], lease[4]
-  --@include rwmutex_acquire_fast.lua
-  if reply then
-    return reply
-  end
+  --@inline rwmutex_acquire_fast.lua
 end
 
 --@helpers

@@ -28,7 +28,7 @@ for i = 1, n do
     local aq = ARGV[i]
     local k, rd, q, hid = KEYS[3 * i - 1], KEYS[3 * i], KEYS[3 * i + 1], string.sub(aq, 3)
     local shared, ttl, ld = string.sub(aq, 2, 2) == '1', lease[2], lease[3]
-    --@include rwmutex_acquire_fast.lua
+    --@inline rwmutex_acquire_fast.lua return=reply
   end
   out[i] = reply or {R_SLOW}
 end

@@ -1,15 +1,16 @@
 -- rwmutex_acquire_fast.lua: the fast path of a read-write mutex acquire
 -- attempt, as statement text (no function: see mutex_acquire_fast.lua),
--- included where it runs: by rwmutex_acquire.lua before its helpers, and
--- by rwmutex_acquire_batch.lua in its loop over the attempts.
+-- inlined where it runs (--@inline, see assemble.go): by
+-- rwmutex_acquire.lua before its helpers, and by rwmutex_acquire_batch.lua
+-- in its loop over the attempts.
 -- The includer has checked the caller's lease: it exists with no grace
 -- pending (g = "0", see check_caller) and hid is not withdrawn. It sets k
 -- (the mutex hash), rd (its readers hash), q (its queue), hid, shared
 -- (true for a read hold), aq (a string whose first character is "1" to
 -- queue when busy), ttl and ld (the lease's fields 'ttl' and 'ld', ld
--- false when unset), and declares reply.
--- It sets reply to the reply (as rwmutex_acquire.lua's), and leaves reply
--- nil, having changed nothing, for what the full path must decide: a
+-- false when unset).
+-- It returns the reply (as rwmutex_acquire.lua's), or goes on past its
+-- end, having changed nothing, for what the full path must decide: a
 -- mutex without a token or with its waiter mark (see rw_mark), a lock
 -- delay, a dead writer, readers a writer must wait for, a retried grant.
 local st = redis.call('HMGET', k, 'w', 'tok', 'q', 'free', 'wfree')
@@ -47,7 +48,7 @@ if not writer and st[2] and not st[3] and not st[4] then
         redis.call('HSET', k, 'w', hid, 'wld', ld0, 'tok', tok, 'i', 2 * ttl)
         redis.call('PEXPIRE', k, held)
       end
-      reply = {R_GRANTED, n}
+      return {R_GRANTED, n}
     end
   end
 elseif writer and writer ~= hid then
@@ -58,7 +59,7 @@ elseif writer and writer ~= hid then
   local wait = redis.call('PTTL', p .. K_LEASE .. string.match(writer, '^([^.]+)%.'))
   if wait > 0 then
     if string.sub(aq, 1, 1) ~= '1' then
-      reply = {R_BUSY, wait, -1}
+      return {R_BUSY, wait, -1}
     else
       local e = hid .. (shared and '|r' or '|w')
       local pos = redis.call('LPOS', q, e)
@@ -72,7 +73,7 @@ elseif writer and writer ~= hid then
           redis.call('HSET', k, 'q', '1') -- see rw_mark; k has 'i' (a grant set it)
         end
       end
-      reply = {R_BUSY, wait, pos}
+      return {R_BUSY, wait, pos}
     end
   end
 end

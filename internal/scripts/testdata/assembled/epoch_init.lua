@@ -57,19 +57,25 @@ local function publish(sharded, ch, msg)
   redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', ch, msg)
 end
 
--- notify publishes on the notification channel of hid's session the
--- message of kind: "g|<hid>|<tok>|<res>" when hid was granted token tok of
--- resource res ('g'), "r|<hid>" when it was taken away ('r'), "x|<hid>"
--- when its pool member was removed while it waited ('x'). It is the one
--- encoder of these messages (internal/lease decodes them), but for the
--- hand-offs of the closure-free fast paths (mutex_release_fast.lua,
--- rwmutex_release.lua), which spell the grant out.
-local function notify(p, sharded, hid, kind, tok, res)
-  local msg = kind .. '|' .. hid
-  if tok then
-    msg = msg .. '|' .. string.format('%.0f', tok) .. '|' .. res
+-- notify publishes on the notification channel of to's session the
+-- message of kind: the grant message (grant_message.lua) when hold id to
+-- was granted token tok (a number) of resource res ('g'), "r|<to>" when it
+-- was taken away ('r'), "x|<to>" when its pool member was removed while it
+-- waited ('x'). These are the messages internal/lease decodes.
+local function notify(p, sharded, to, kind, tok, res)
+  local ch = p .. K_CHANNEL .. sid_of(to)
+  if kind == 'g' then
+    tok = string.format('%.0f', tok)
+    -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
+    -- one encoder of it (internal/lease decodes it): statement text inlined
+    -- where a grant is published, by notify (common.lua) and by the closure-free
+    -- hand-off of mutex_release_fast.lua. The includer names the grantee's hold
+    -- id to, the token tok (a string) and the resource res; msg is the message.
+    local msg = 'g|' .. to .. '|' .. tok .. '|' .. res
+    publish(sharded, ch, msg)
+    return
   end
-  publish(sharded, p .. K_CHANNEL .. sid_of(hid), msg)
+  publish(sharded, ch, kind .. '|' .. to)
 end
 
 -- revoke records that hold hid was taken away from its (live) session: the

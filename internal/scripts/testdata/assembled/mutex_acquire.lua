@@ -49,28 +49,31 @@ local hid, m = ARGV[1], KEYS[1]
 
 -- The fast path, before the helpers exist (see scripts.go), when the
 -- caller's lease exists with no grace pending (g = "0", see check_caller)
--- and hid is not withdrawn: see mutex_acquire_fast.lua. Anything else
--- takes the full path below, which reads everything again.
+-- and hid is not withdrawn: see mutex_acquire_fast.lua, which returns its
+-- reply. Anything else takes the full path below, which reads everything
+-- again.
 local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
 if lease[1] == '0' and not lease[2] then
-  local r, p, held, tail
-  local aq = ARGV[2]
+  local aq, p, held, tail = ARGV[2]
   -- mutex_acquire_fast.lua: the fast path of a mutex acquire attempt, as
-  -- statement text (no function: every function is a closure Redis creates
-  -- on every call, see scripts.go), included where it runs: by
-  -- mutex_acquire.lua before its helpers, and by mutex_acquire_batch.lua in
-  -- its loop over the attempts. It reads the mutex string (see
-  -- mutex_value.lua) with anchored matches, as it runs on every lock.
+  -- statement text (no function of its own: every function is a closure
+  -- Redis creates on every call, see scripts.go), inlined where it runs: by
+  -- mutex_acquire.lua at its top level before its helpers, and by
+  -- mutex_acquire_batch.lua in its loop over the attempts, its returns
+  -- turned into "r = ..." (see expand in assemble.go). It reads the mutex
+  -- string (see mutex_value.lua) with anchored matches, as it runs on every
+  -- lock.
   -- The includer has checked the caller's lease: it exists with no grace
-  -- pending (g = "0", see check_caller) and hid is not withdrawn. It sets
-  -- m (the mutex key), hid and aq (a string whose first character is "1"
-  -- to queue when busy), and declares r, p (the prefix, or nil), held and
+  -- pending (g = "0", see check_caller) and hid is not withdrawn. It uses
+  -- the includer's names: m (the mutex key), hid, aq (a string whose first
+  -- character is "1" to queue when busy), p (the prefix, or nil), held and
   -- tail (held_ms and "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them
   -- from its ARGV[2] when needed).
-  -- It sets r to the reply (as mutex_acquire.lua's), and leaves r nil,
-  -- having changed nothing, for what the full path must decide: a holder
-  -- whose lease is gone, a lock delay, waiters before the caller, a queue
-  -- left without its mutex, a retried grant, a hash of an older layout.
+  -- It returns the reply (as mutex_acquire.lua's), each return the last
+  -- thing its path does, and falls through, having changed nothing, for
+  -- what the full path must decide: a holder whose lease is gone, a lock
+  -- delay, waiters before the caller, a queue left without its mutex, a
+  -- retried grant, a hash of an older layout.
   local v = redis.pcall('GET', m) -- an error (a hash of an older layout) takes the full path
   local last
   if not v then
@@ -100,7 +103,7 @@ if lease[1] == '0' and not lease[2] then
         local wait = redis.call('PTTL', p .. K_LEASE .. sid)
         if wait > 0 then
           if string.sub(aq, 1, 1) ~= '1' then
-            r = {R_BUSY, wait, -1}
+            return {R_BUSY, wait, -1}
           else
             local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
             local pos = redis.call('LPOS', q, hid)
@@ -117,7 +120,7 @@ if lease[1] == '0' and not lease[2] then
                 redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_value.lua)
               end
             end
-            r = {R_BUSY, wait, pos}
+            return {R_BUSY, wait, pos}
           end
         end
       end
@@ -133,10 +136,7 @@ if lease[1] == '0' and not lease[2] then
     end
     local tok, n = new_token(last)
     redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
-    r = {R_GRANTED, n}
-  end
-  if r then
-    return r
+    return {R_GRANTED, n}
   end
 end
 
@@ -199,19 +199,25 @@ local function publish(sharded, ch, msg)
   redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', ch, msg)
 end
 
--- notify publishes on the notification channel of hid's session the
--- message of kind: "g|<hid>|<tok>|<res>" when hid was granted token tok of
--- resource res ('g'), "r|<hid>" when it was taken away ('r'), "x|<hid>"
--- when its pool member was removed while it waited ('x'). It is the one
--- encoder of these messages (internal/lease decodes them), but for the
--- hand-offs of the closure-free fast paths (mutex_release_fast.lua,
--- rwmutex_release.lua), which spell the grant out.
-local function notify(p, sharded, hid, kind, tok, res)
-  local msg = kind .. '|' .. hid
-  if tok then
-    msg = msg .. '|' .. string.format('%.0f', tok) .. '|' .. res
+-- notify publishes on the notification channel of to's session the
+-- message of kind: the grant message (grant_message.lua) when hold id to
+-- was granted token tok (a number) of resource res ('g'), "r|<to>" when it
+-- was taken away ('r'), "x|<to>" when its pool member was removed while it
+-- waited ('x'). These are the messages internal/lease decodes.
+local function notify(p, sharded, to, kind, tok, res)
+  local ch = p .. K_CHANNEL .. sid_of(to)
+  if kind == 'g' then
+    tok = string.format('%.0f', tok)
+    -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
+    -- one encoder of it (internal/lease decodes it): statement text inlined
+    -- where a grant is published, by notify (common.lua) and by the closure-free
+    -- hand-off of mutex_release_fast.lua. The includer names the grantee's hold
+    -- id to, the token tok (a string) and the resource res; msg is the message.
+    local msg = 'g|' .. to .. '|' .. tok .. '|' .. res
+    publish(sharded, ch, msg)
+    return
   end
-  publish(sharded, p .. K_CHANNEL .. sid_of(hid), msg)
+  publish(sharded, ch, kind .. '|' .. to)
 end
 
 -- revoke records that hold hid was taken away from its (live) session: the

@@ -38,28 +38,27 @@ end
 -- withdraw in common.lua)
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when it is neither (already released, or taken away): idempotent.
-local hid, m = ARGV[1], KEYS[1]
-local withdrawing = string.sub(ARGV[2], 2, 2) == '1'
+local hid, m, sh = ARGV[1], KEYS[1], ARGV[2]
 
 -- The fast paths, before the helpers exist (see scripts.go): see
--- mutex_release_fast.lua.
-if not withdrawing then
-  local r, p, g
-  local sh = ARGV[2]
+-- mutex_release_fast.lua, which returns when it released.
+if string.sub(sh, 2, 2) ~= '1' then
+  local p, g
   -- mutex_release_fast.lua: the fast paths of a mutex release, as statement
-  -- text (see mutex_acquire_fast.lua), included by mutex_release.lua before
-  -- its helpers and by mutex_release_batch.lua in its loop over the
-  -- releases: a release with nobody waiting, and one that hands the mutex
-  -- to a live first waiter. It reads and builds the mutex string (see
-  -- mutex_value.lua) with anchored matches, as it runs on every release.
-  -- The includer sets m (the mutex key), hid and sh (a string whose first
-  -- character is "1" for sharded pub/sub), and declares r, p (the prefix,
-  -- or nil) and g (whether the releasing session's lease says no restart
-  -- grace is pending, see check_caller; nil until read).
-  -- It sets r to REL_FREED when it released, and leaves r nil, having
-  -- changed nothing, for what the full path must decide: not held by hid, a
-  -- lock delay, a dead first waiter, a restart grace, a hash of an older
-  -- layout.
+  -- text (see mutex_acquire_fast.lua), inlined by mutex_release.lua at its
+  -- top level before its helpers and by mutex_release_batch.lua in its loop
+  -- over the releases, its returns turned into "r = ..." (see expand in
+  -- assemble.go): a release with nobody waiting, and one that hands the
+  -- mutex to a live first waiter. It reads and builds the mutex string (see
+  -- mutex_value.lua) with anchored matches, as it runs on every release. It
+  -- uses the includer's names: m (the mutex key), hid, sh (a string whose
+  -- first character is "1" for sharded pub/sub), p (the prefix, or nil) and
+  -- g (whether the releasing session's lease says no restart grace is
+  -- pending, see check_caller; nil until read).
+  -- It returns REL_FREED when it released, each return the last thing its
+  -- path does, and falls through, having changed nothing, for what the full
+  -- path must decide: not held by hid, a lock delay, a dead first waiter, a
+  -- restart grace, a hash of an older layout.
   local v = redis.pcall('GET', m) -- an error (an older layout's hash) takes the full path
   if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
     -- Held by hid. rest is "|<tok>|<ld>|<i>|<free>|<w>".
@@ -70,7 +69,7 @@ if not withdrawing then
       local i = string.match(rest, '^|%d+|%d*|(%d+)||$')
       if i then
         redis.call('SET', m, rest, 'PX', i)
-        r = REL_FREED
+        return REL_FREED
       end
     elseif last2 == '|1' then
       -- Waiters, no lock delay: when no restart grace is pending and the
@@ -80,25 +79,27 @@ if not withdrawing then
       if g == nil then
         g = redis.call('HGET', p .. K_LEASE .. string.match(hid, '^([^.]+)%.'), 'g') == '0'
       end
-      local name = string.sub(m, #p + 3)
-      local q = p .. K_QUEUE .. 'm:' .. name
-      local nxt = g and redis.call('LINDEX', q, 0)
-      if nxt then
-        local sid = string.match(nxt, '^([^.]+)%.')
+      local res = string.sub(m, #p + 3)
+      local q = p .. K_QUEUE .. 'm:' .. res
+      local to = g and redis.call('LINDEX', q, 0)
+      if to then
+        local sid = string.match(to, '^([^.]+)%.')
         local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
         if l[1] then
           redis.call('LPOP', q)
           local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
-          redis.call('SET', m, nxt .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
-          redis.call(string.sub(sh, 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid,
-            'g|' .. nxt .. '|' .. tok .. '|' .. name)
-          r = REL_FREED
+          redis.call('SET', m, to .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
+          -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
+          -- one encoder of it (internal/lease decodes it): statement text inlined
+          -- where a grant is published, by notify (common.lua) and by the closure-free
+          -- hand-off of mutex_release_fast.lua. The includer names the grantee's hold
+          -- id to, the token tok (a string) and the resource res; msg is the message.
+          local msg = 'g|' .. to .. '|' .. tok .. '|' .. res
+          redis.call(string.sub(sh, 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
+          return REL_FREED
         end
       end
     end
-  end
-  if r then
-    return r
   end
 end
 
@@ -161,19 +162,25 @@ local function publish(sharded, ch, msg)
   redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', ch, msg)
 end
 
--- notify publishes on the notification channel of hid's session the
--- message of kind: "g|<hid>|<tok>|<res>" when hid was granted token tok of
--- resource res ('g'), "r|<hid>" when it was taken away ('r'), "x|<hid>"
--- when its pool member was removed while it waited ('x'). It is the one
--- encoder of these messages (internal/lease decodes them), but for the
--- hand-offs of the closure-free fast paths (mutex_release_fast.lua,
--- rwmutex_release.lua), which spell the grant out.
-local function notify(p, sharded, hid, kind, tok, res)
-  local msg = kind .. '|' .. hid
-  if tok then
-    msg = msg .. '|' .. string.format('%.0f', tok) .. '|' .. res
+-- notify publishes on the notification channel of to's session the
+-- message of kind: the grant message (grant_message.lua) when hold id to
+-- was granted token tok (a number) of resource res ('g'), "r|<to>" when it
+-- was taken away ('r'), "x|<to>" when its pool member was removed while it
+-- waited ('x'). These are the messages internal/lease decodes.
+local function notify(p, sharded, to, kind, tok, res)
+  local ch = p .. K_CHANNEL .. sid_of(to)
+  if kind == 'g' then
+    tok = string.format('%.0f', tok)
+    -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
+    -- one encoder of it (internal/lease decodes it): statement text inlined
+    -- where a grant is published, by notify (common.lua) and by the closure-free
+    -- hand-off of mutex_release_fast.lua. The includer names the grantee's hold
+    -- id to, the token tok (a string) and the resource res; msg is the message.
+    local msg = 'g|' .. to .. '|' .. tok .. '|' .. res
+    publish(sharded, ch, msg)
+    return
   end
-  publish(sharded, p .. K_CHANNEL .. sid_of(hid), msg)
+  publish(sharded, ch, kind .. '|' .. to)
 end
 
 -- revoke records that hold hid was taken away from its (live) session: the
@@ -519,9 +526,9 @@ local function m_free(p, st)
   return true, 0
 end
 local p = prefix_of(m)
-local sharded, name = string.sub(ARGV[2], 1, 1), string.sub(m, #p + 3)
+local sharded, name = string.sub(sh, 1, 1), string.sub(m, #p + 3)
 local q = p .. K_QUEUE .. 'm:' .. name
-if withdrawing then
+if string.sub(sh, 2, 2) == '1' then
   withdraw(p, hid)
 end
 local st = m_load(m)

@@ -46,24 +46,25 @@ local shared = string.sub(ARGV[2], 3, 3) == '1'
 
 -- The fast path, before the helpers exist (see scripts.go), when the
 -- caller's lease exists with no grace pending (g = "0", see check_caller)
--- and hid is not withdrawn: see rwmutex_acquire_fast.lua. Anything else
--- takes the full path below, which reads everything again.
+-- and hid is not withdrawn: see rwmutex_acquire_fast.lua, which returns
+-- its reply. Anything else takes the full path below, which reads
+-- everything again.
 local lease = redis.call('HMGET', KEYS[4], 'g', 'x:' .. hid, 'ttl', 'ld')
 if lease[1] == '0' and not lease[2] then
-  local reply
   local rd, aq, ttl, ld = r, ARGV[2], lease[3], lease[4]
   -- rwmutex_acquire_fast.lua: the fast path of a read-write mutex acquire
   -- attempt, as statement text (no function: see mutex_acquire_fast.lua),
-  -- included where it runs: by rwmutex_acquire.lua before its helpers, and
-  -- by rwmutex_acquire_batch.lua in its loop over the attempts.
+  -- inlined where it runs (--@inline, see assemble.go): by
+  -- rwmutex_acquire.lua before its helpers, and by rwmutex_acquire_batch.lua
+  -- in its loop over the attempts.
   -- The includer has checked the caller's lease: it exists with no grace
   -- pending (g = "0", see check_caller) and hid is not withdrawn. It sets k
   -- (the mutex hash), rd (its readers hash), q (its queue), hid, shared
   -- (true for a read hold), aq (a string whose first character is "1" to
   -- queue when busy), ttl and ld (the lease's fields 'ttl' and 'ld', ld
-  -- false when unset), and declares reply.
-  -- It sets reply to the reply (as rwmutex_acquire.lua's), and leaves reply
-  -- nil, having changed nothing, for what the full path must decide: a
+  -- false when unset).
+  -- It returns the reply (as rwmutex_acquire.lua's), or goes on past its
+  -- end, having changed nothing, for what the full path must decide: a
   -- mutex without a token or with its waiter mark (see rw_mark), a lock
   -- delay, a dead writer, readers a writer must wait for, a retried grant.
   local st = redis.call('HMGET', k, 'w', 'tok', 'q', 'free', 'wfree')
@@ -101,7 +102,7 @@ if lease[1] == '0' and not lease[2] then
           redis.call('HSET', k, 'w', hid, 'wld', ld0, 'tok', tok, 'i', 2 * ttl)
           redis.call('PEXPIRE', k, held)
         end
-        reply = {R_GRANTED, n}
+        return {R_GRANTED, n}
       end
     end
   elseif writer and writer ~= hid then
@@ -112,7 +113,7 @@ if lease[1] == '0' and not lease[2] then
     local wait = redis.call('PTTL', p .. K_LEASE .. string.match(writer, '^([^.]+)%.'))
     if wait > 0 then
       if string.sub(aq, 1, 1) ~= '1' then
-        reply = {R_BUSY, wait, -1}
+        return {R_BUSY, wait, -1}
       else
         local e = hid .. (shared and '|r' or '|w')
         local pos = redis.call('LPOS', q, e)
@@ -126,12 +127,9 @@ if lease[1] == '0' and not lease[2] then
             redis.call('HSET', k, 'q', '1') -- see rw_mark; k has 'i' (a grant set it)
           end
         end
-        reply = {R_BUSY, wait, pos}
+        return {R_BUSY, wait, pos}
       end
     end
-  end
-  if reply then
-    return reply
   end
 end
 
@@ -194,19 +192,25 @@ local function publish(sharded, ch, msg)
   redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', ch, msg)
 end
 
--- notify publishes on the notification channel of hid's session the
--- message of kind: "g|<hid>|<tok>|<res>" when hid was granted token tok of
--- resource res ('g'), "r|<hid>" when it was taken away ('r'), "x|<hid>"
--- when its pool member was removed while it waited ('x'). It is the one
--- encoder of these messages (internal/lease decodes them), but for the
--- hand-offs of the closure-free fast paths (mutex_release_fast.lua,
--- rwmutex_release.lua), which spell the grant out.
-local function notify(p, sharded, hid, kind, tok, res)
-  local msg = kind .. '|' .. hid
-  if tok then
-    msg = msg .. '|' .. string.format('%.0f', tok) .. '|' .. res
+-- notify publishes on the notification channel of to's session the
+-- message of kind: the grant message (grant_message.lua) when hold id to
+-- was granted token tok (a number) of resource res ('g'), "r|<to>" when it
+-- was taken away ('r'), "x|<to>" when its pool member was removed while it
+-- waited ('x'). These are the messages internal/lease decodes.
+local function notify(p, sharded, to, kind, tok, res)
+  local ch = p .. K_CHANNEL .. sid_of(to)
+  if kind == 'g' then
+    tok = string.format('%.0f', tok)
+    -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
+    -- one encoder of it (internal/lease decodes it): statement text inlined
+    -- where a grant is published, by notify (common.lua) and by the closure-free
+    -- hand-off of mutex_release_fast.lua. The includer names the grantee's hold
+    -- id to, the token tok (a string) and the resource res; msg is the message.
+    local msg = 'g|' .. to .. '|' .. tok .. '|' .. res
+    publish(sharded, ch, msg)
+    return
   end
-  publish(sharded, p .. K_CHANNEL .. sid_of(hid), msg)
+  publish(sharded, ch, kind .. '|' .. to)
 end
 
 -- revoke records that hold hid was taken away from its (live) session: the
@@ -520,12 +524,14 @@ end
 -- waiters are dropped. Each grantee is notified with
 -- "g|<hid>|<token>|<name>", except self (the caller's own entry, or nil),
 -- whose token is returned instead. Nothing is granted during a restart
--- grace. It returns self's token or nil, and how many it granted.
-local function rw_serve(p, k, r, q, sharded, name, self)
+-- grace; nograce true says the caller knows none is pending (a lease with
+-- g = "0", see check_caller), which spares the epoch marker's read. It
+-- returns self's token or nil, and how many it granted.
+local function rw_serve(p, k, r, q, sharded, name, self, nograce)
   if redis.call('LLEN', q) == 0 then
     return nil, 0
   end
-  if grace_left(p) ~= 0 then
+  if not nograce and grace_left(p) ~= 0 then
     return nil, 0
   end
   if rw_writer(p, k) then

@@ -58,16 +58,17 @@ for i = 1, n do
     local shared, ttl, ld = string.sub(aq, 2, 2) == '1', lease[2], lease[3]
     -- rwmutex_acquire_fast.lua: the fast path of a read-write mutex acquire
     -- attempt, as statement text (no function: see mutex_acquire_fast.lua),
-    -- included where it runs: by rwmutex_acquire.lua before its helpers, and
-    -- by rwmutex_acquire_batch.lua in its loop over the attempts.
+    -- inlined where it runs (--@inline, see assemble.go): by
+    -- rwmutex_acquire.lua before its helpers, and by rwmutex_acquire_batch.lua
+    -- in its loop over the attempts.
     -- The includer has checked the caller's lease: it exists with no grace
     -- pending (g = "0", see check_caller) and hid is not withdrawn. It sets k
     -- (the mutex hash), rd (its readers hash), q (its queue), hid, shared
     -- (true for a read hold), aq (a string whose first character is "1" to
     -- queue when busy), ttl and ld (the lease's fields 'ttl' and 'ld', ld
-    -- false when unset), and declares reply.
-    -- It sets reply to the reply (as rwmutex_acquire.lua's), and leaves reply
-    -- nil, having changed nothing, for what the full path must decide: a
+    -- false when unset).
+    -- It returns the reply (as rwmutex_acquire.lua's), or goes on past its
+    -- end, having changed nothing, for what the full path must decide: a
     -- mutex without a token or with its waiter mark (see rw_mark), a lock
     -- delay, a dead writer, readers a writer must wait for, a retried grant.
     local st = redis.call('HMGET', k, 'w', 'tok', 'q', 'free', 'wfree')
