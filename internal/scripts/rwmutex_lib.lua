@@ -115,14 +115,12 @@ end
 -- waiters are dropped. Each grantee is notified with
 -- "g|<hid>|<token>|<name>", except self (the caller's own entry, or nil),
 -- whose token is returned instead. Nothing is granted during a restart
--- grace; nograce true says the caller knows none is pending (a lease with
--- g = "0", see check_caller), which spares the epoch marker's read. It
--- returns self's token or nil, and how many it granted.
-local function rw_serve(p, k, r, q, sharded, name, self, nograce)
+-- grace. It returns self's token or nil, and how many it granted.
+local function rw_serve(p, k, r, q, sharded, name, self)
   if redis.call('LLEN', q) == 0 then
     return nil, 0
   end
-  if not nograce and grace_left(p) ~= 0 then
+  if grace_left(p) ~= 0 then
     return nil, 0
   end
   if rw_writer(p, k) then

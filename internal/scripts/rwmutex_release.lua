@@ -14,14 +14,14 @@ local hid, k, r, q = ARGV[1], KEYS[1], KEYS[2], KEYS[3]
 local shared = string.sub(ARGV[2], 3, 3) == '1'
 
 -- Fast paths, before the helpers exist (see scripts.go): a plain release
--- with nobody waiting, and a reader's release that leaves live readers.
--- Only without a lock delay pending ('free', 'wfree': the full path
--- computes their end). Once the hold is released, anything else goes on
--- with the full path below (released = true): a release that leaves
--- waiters to serve is rw_serve's, the queue's one home.
-local released, nograce = false, false
+-- with nobody waiting, a reader's release that leaves live readers, and a
+-- release that leaves nobody holding and hands over to the live waiters at
+-- the head of the queue. Only without a lock delay pending ('free',
+-- 'wfree': the full path computes their end). Once the hold is released,
+-- anything unusual goes on with the full path below (released = true).
+local released = false
 if string.sub(ARGV[2], 2, 2) ~= '1' then
-  local st = redis.call('HMGET', k, 'w', 'q', 'i', 'free', 'wfree')
+  local st = redis.call('HMGET', k, 'w', 'q', 'i', 'free', 'wfree', 'tok')
   if shared then
     released = redis.call('HDEL', r, hid) == 1
   elseif st[1] == hid then
@@ -57,11 +57,67 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
         redis.call('PEXPIRE', k, st[3]) -- idle: kept 'i' ms (see common.lua)
       end
       return REL_FREED
-    else
-      -- Nobody holds and waiters queue: rw_serve below hands over. The
-      -- releaser's lease may say that no restart grace is pending (see
-      -- check_caller), which spares it the epoch marker.
-      nograce = redis.call('HGET', KEYS[4], 'g') == '0'
+    elseif redis.call('HGET', KEYS[4], 'g') == '0' then
+      -- Nobody holds and waiters queue: the releaser's lease says no
+      -- restart grace is pending (see check_caller). Grant the head as
+      -- rw_serve would: a writer, or every reader up to the first writer,
+      -- which then waits for them. A dead waiter (its lease has no 'ld')
+      -- is left to the full path, which drops it and serves on. Each
+      -- grant keeps k (and r, for readers) at least held_ms, never less
+      -- (see keep_at_least in common.lua).
+      local tok, n
+      local name = string.sub(k, #p + 4)
+      local pub = string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH'
+      local granted, served = 0, false
+      while true do
+        local e = redis.call('LINDEX', q, 0)
+        if not e then
+          redis.call('HDEL', k, 'q') -- served them all
+          served = true
+          break
+        end
+        local nxt, mode = string.match(e, '^(.+)|([rw])$')
+        local sid = string.match(nxt, '^([^.]+)%.')
+        local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
+        if not l[1] then
+          break
+        end
+        if mode == 'w' and granted > 0 then
+          served = true
+          break
+        end
+        redis.call('LPOP', q)
+        if tok then
+          n = n + 1
+          tok = string.format('%.0f', n)
+        else
+          tok, n = new_token(st[6])
+        end
+        local held = 2 * l[2] + l[1]
+        if mode == 'w' then
+          redis.call('HSET', k, 'w', nxt, 'wld', l[1], 'tok', tok, 'i', 2 * l[2])
+        else
+          redis.call('HSET', r, nxt, l[1] .. ':' .. tok)
+          redis.call('HSET', k, 'tok', tok, 'i', 2 * l[2])
+          if redis.call('PEXPIRE', r, held, 'NX') == 0 then
+            redis.call('PEXPIRE', r, held, 'GT')
+          end
+        end
+        if redis.call('PEXPIRE', k, held, 'NX') == 0 then
+          redis.call('PEXPIRE', k, held, 'GT')
+        end
+        local to, res = nxt, name
+        --@inline grant_message.lua
+        redis.call(pub, p .. K_CHANNEL .. sid, msg)
+        granted = granted + 1
+        if mode == 'w' then
+          served = true
+          break
+        end
+      end
+      if served then
+        return REL_FREED
+      end
     end
   end
 end
@@ -72,7 +128,7 @@ local sharded = string.sub(ARGV[2], 1, 1)
 local p = prefix_of(k)
 local name = string.sub(k, #p + 4)
 if released then
-  rw_serve(p, k, r, q, sharded, name, nil, nograce)
+  rw_serve(p, k, r, q, sharded, name, nil)
   rw_idle(p, k, r, q)
   rw_mark(k, q, nil)
   return REL_FREED

@@ -92,9 +92,10 @@ for i = 1, n do
           redis.call('SET', m, to .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
           -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
           -- one encoder of it (internal/lease decodes it): statement text inlined
-          -- where a grant is published, by notify (common.lua) and by the closure-free
-          -- hand-off of mutex_release_fast.lua. The includer names the grantee's hold
-          -- id to, the token tok (a string) and the resource res; msg is the message.
+          -- where a grant is published, by notify (common.lua) and by the
+          -- closure-free hand-offs of mutex_release_fast.lua and rwmutex_release.lua.
+          -- The includer names the grantee's hold id to, the token tok (a string)
+          -- and the resource res; msg is the message.
           local msg = 'g|' .. to .. '|' .. tok .. '|' .. res
           redis.call(string.sub(sh, 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
           r = REL_FREED

@@ -68,9 +68,10 @@ local function notify(p, sharded, to, kind, tok, res)
     tok = string.format('%.0f', tok)
     -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
     -- one encoder of it (internal/lease decodes it): statement text inlined
-    -- where a grant is published, by notify (common.lua) and by the closure-free
-    -- hand-off of mutex_release_fast.lua. The includer names the grantee's hold
-    -- id to, the token tok (a string) and the resource res; msg is the message.
+    -- where a grant is published, by notify (common.lua) and by the
+    -- closure-free hand-offs of mutex_release_fast.lua and rwmutex_release.lua.
+    -- The includer names the grantee's hold id to, the token tok (a string)
+    -- and the resource res; msg is the message.
     local msg = 'g|' .. to .. '|' .. tok .. '|' .. res
     publish(sharded, ch, msg)
     return
@@ -396,14 +397,12 @@ end
 -- waiters are dropped. Each grantee is notified with
 -- "g|<hid>|<token>|<name>", except self (the caller's own entry, or nil),
 -- whose token is returned instead. Nothing is granted during a restart
--- grace; nograce true says the caller knows none is pending (a lease with
--- g = "0", see check_caller), which spares the epoch marker's read. It
--- returns self's token or nil, and how many it granted.
-local function rw_serve(p, k, r, q, sharded, name, self, nograce)
+-- grace. It returns self's token or nil, and how many it granted.
+local function rw_serve(p, k, r, q, sharded, name, self)
   if redis.call('LLEN', q) == 0 then
     return nil, 0
   end
-  if not nograce and grace_left(p) ~= 0 then
+  if grace_left(p) ~= 0 then
     return nil, 0
   end
   if rw_writer(p, k) then
