@@ -3,8 +3,10 @@ package rwmutex_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -588,4 +590,71 @@ func TestHandOffKeepsKeys(t *testing.T) {
 		}
 	}
 	release(t, ctx, r)
+}
+
+// TestConcurrentCallsShareScriptCalls: the Lock and Release calls (and
+// RLock calls) that many goroutines of one session make at once go to
+// Redis together, several per script call (internal/scripts/batch.go), and
+// each still gets its own outcome: every writer its own mutex with tokens
+// increasing per mutex. A reader's release goes alone (it checks the
+// readers left), so readers are a few.
+func TestConcurrentCallsShareScriptCalls(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	testutil.InitEpoch(t, addr, ns)
+	ctx := testutil.Ctx(t, time.Minute)
+	cc := &testutil.CountingClient{Client: testutil.Client(t, addr)}
+	s, err := session.New(ctx, cc, session.Options{Namespace: ns, TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const writers, readers, rounds = 32, 4, 100
+	var (
+		wg   sync.WaitGroup
+		errs = make(chan error, writers+readers)
+	)
+	before := cc.N.Load()
+	for g := range writers + readers {
+		wg.Go(func() {
+			name, shared := "w"+strconv.Itoa(g), g >= writers
+			if shared {
+				name = "shared"
+			}
+			rw := rwmutex.New(s, name)
+			last := int64(0)
+			for range rounds {
+				lock := rw.Lock
+				if shared {
+					lock = rw.RLock
+				}
+				h, err := lock(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !shared && h.Token() <= last {
+					errs <- fmt.Errorf("%s: token %d after %d", name, h.Token(), last)
+					return
+				}
+				last = h.Token()
+				if err := h.Release(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// Alone, each call is one request: 2 per round.
+	calls := 2 * (writers + readers) * rounds
+	reqs := cc.N.Load() - before
+	t.Logf("%d requests for %d lock and release calls", reqs, calls)
+	if reqs*4 > int64(calls)*3 {
+		t.Fatalf("%d requests for %d calls: not sent together", reqs, calls)
+	}
 }

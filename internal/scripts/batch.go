@@ -273,3 +273,11 @@ func (e Env) rwAcquireFlight(ctx context.Context, as []kindCall) []attemptResult
 		return append(keys, e.rwKeys(a.r.Name)...), append(args, oneIf(a.wait)+oneIf(a.r.Shared)+a.hid)
 	})
 }
+
+// rwReleaseFlight: rwmutex_release_batch.lua (writers' releases only, see
+// kind.go).
+func (e Env) rwReleaseFlight(ctx context.Context, rs []kindCall) []releaseResult {
+	return e.releaseFlight(ctx, rs, rwReleaseBatch, "", func(keys, args []string, r kindCall) ([]string, []string) {
+		return append(keys, e.K.RWMutex(r.r.Name)), append(args, r.hid)
+	})
+}

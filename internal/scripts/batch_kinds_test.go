@@ -253,3 +253,42 @@ func TestRWBatchScriptsMatchSingle(t *testing.T) {
 	rwAcq := func(w *batchWorld, xs []kindCall) []attemptResult { return w.e.rwAcquireFlight(ctx, xs) }
 	checkAcquireBatch(t, single, batch, attempts, kindAcquire, rwAcq, 4)
 }
+
+// TestRWReleaseBatchMatchesSingle: as TestSemBatchScriptsMatchSingle, for
+// the read-write mutex's release batch script (writers' releases).
+func TestRWReleaseBatchMatchesSingle(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w := func(name string) Resource { return Resource{Kind: RWMutex, Name: name} }
+	setup := func(bw *batchWorld) {
+		for _, x := range []struct {
+			r   Resource
+			hid string
+		}{
+			{w("one"), HoldID("a", 1)},
+			{w("two"), HoldID("a", 2)},
+			{w("other"), HoldID("b", 1)},
+			{w("waited"), HoldID("a", 3)},
+		} {
+			if g, err := bw.e.acquire(ctx, x.r, x.hid, false); err != nil || g.Status != Granted {
+				t.Fatalf("grant %+v to %s: %+v, %v", x.r, x.hid, g, err)
+			}
+		}
+		if g, err := bw.e.acquire(ctx, w("waited"), HoldID("c", 1), true); err != nil || g.Status != Busy {
+			t.Fatalf("queue c.1: %+v, %v", g, err)
+		}
+	}
+	single, batch := newBatchWorld(t, ctx, c), newBatchWorld(t, ctx, c)
+	setup(single)
+	setup(batch)
+	rwRel := func(bw *batchWorld, xs []kindCall) []releaseResult { return bw.e.rwReleaseFlight(ctx, xs) }
+	checkReleaseBatch(t, single, batch, []kindCall{
+		{r: w("one"), hid: HoldID("a", 1)},    // freed, idle expiry
+		{r: w("other"), hid: HoldID("a", 9)},  // not held by it: slow
+		{r: w("waited"), hid: HoldID("a", 3)}, // a waiter to hand over to: slow
+		{r: w("two"), hid: HoldID("a", 2)},    // freed
+		{r: w("one"), hid: HoldID("a", 1)},    // already released: slow
+	}, kindRelease, rwRel, 3)
+}

@@ -51,6 +51,10 @@ type kindSpec struct {
 	// be nil alone: its releases then go one call each).
 	acquireFlight func(e Env, ctx context.Context, as []kindCall) []attemptResult
 	releaseFlight func(e Env, ctx context.Context, rs []kindCall) []releaseResult
+	// releaseAlone reports a release of r that goes one call each although
+	// the kind has releaseFlight (the batch script does not cover it);
+	// nil: none.
+	releaseAlone func(r Resource) bool
 }
 
 // kindSpecs holds the spec of each kind, indexed by the kind. init fills
@@ -149,6 +153,11 @@ func init() {
 				return "w"
 			},
 			acquireFlight: Env.rwAcquireFlight,
+			releaseFlight: Env.rwReleaseFlight,
+			// A reader's release checks the readers left (their
+			// leases, their lock delays): the batch script has only a
+			// writer's release.
+			releaseAlone: func(r Resource) bool { return r.Shared },
 		},
 	}
 }
@@ -181,3 +190,7 @@ func (k Kind) String() string {
 }
 
 func (k Kind) short() string { return k.mustSpec().short }
+
+// alone reports whether a release of r goes one call each (see
+// releaseAlone).
+func (s *kindSpec) alone(r Resource) bool { return s.releaseAlone != nil && s.releaseAlone(r) }

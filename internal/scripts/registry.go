@@ -38,6 +38,7 @@ var registry = map[string]*Script{
 	"rwmutex_acquire.lua":         rwAcquire,
 	"rwmutex_acquire_batch.lua":   rwAcquireBatch,
 	"rwmutex_release.lua":         rwRelease,
+	"rwmutex_release_batch.lua":   rwReleaseBatch,
 	"rwmutex_reset.lua":           rwReset,
 	"rwmutex_inspect.lua":         rwInspect,
 	"flight_get.lua":              flightGet,

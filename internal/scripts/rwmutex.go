@@ -10,6 +10,7 @@ var (
 	rwAcquire      = script("rwmutex_acquire.lua")
 	rwAcquireBatch = newScript(fastOnly("rwmutex_acquire_batch.lua"), false)
 	rwRelease      = script("rwmutex_release.lua")
+	rwReleaseBatch = newScript(fastOnly("rwmutex_release_batch.lua"), false)
 	rwReset        = script("rwmutex_reset.lua")
 	rwInspect      = readOnly("rwmutex_inspect.lua")
 )

@@ -22,6 +22,7 @@ local shared = string.sub(ARGV[2], 3, 3) == '1'
 local released = false
 if string.sub(ARGV[2], 2, 2) ~= '1' then
   local st = redis.call('HMGET', k, 'w', 'q', 'i', 'free', 'wfree', 'tok')
+  --@inline rwmutex_release_idle.lua
   if shared then
     released = redis.call('HDEL', r, hid) == 1
   elseif st[1] == hid then

@@ -396,7 +396,7 @@ func (e Env) Release(ctx context.Context, r Resource, hid string, withdraw bool)
 // ReleaseUntil is Release with the call's deadline dl given apart from ctx
 // (see AcquireUntil).
 func (e Env) ReleaseUntil(ctx context.Context, dl time.Time, r Resource, hid string, withdraw bool) (Released, error) {
-	if b := e.batchers(r); b != nil && b.release != nil && !withdraw {
+	if b := e.batchers(r); b != nil && b.release != nil && !withdraw && !r.Kind.mustSpec().alone(r) {
 		res, err := b.release.Do(ctx, dl, kindCall{r: r, hid: hid})
 		if err != nil {
 			return 0, err
