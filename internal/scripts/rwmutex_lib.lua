@@ -11,6 +11,7 @@
 -- exists (see common.lua); dead ones are cleared when a script meets them,
 -- and their lock delay starts then: a lost writer's keeps everyone out, a
 -- lost reader's keeps writers out (readers never conflicted with it).
+--@include fastpath.lua
 
 -- rw_entry returns the queue entry of hold id hid.
 local function rw_entry(hid, shared)
@@ -108,14 +109,11 @@ local function rw_grant(p, k, r, hid, shared)
   return tok
 end
 
--- rw_serve grants the head of queue q, in order, as far as it can be
--- granted now: readers while no writer holds (consecutive readers all in
--- this one call), a writer only when nobody holds; it stops at the first
--- entry it cannot grant, so a queued writer keeps later readers out. Dead
--- waiters are dropped. Each grantee is notified with
--- "g|<hid>|<token>|<name>", except self (the caller's own entry, or nil),
--- whose token is returned instead. Nothing is granted during a restart
--- grace. It returns self's token or nil, and how many it granted.
+-- rw_serve serves queue q (rwmutex_serve.lua: the order, the grants, the
+-- messages) when nothing stands in the way: a restart grace, a live
+-- writer, a lost writer's lock delay. It returns self's token (the
+-- caller's own entry, or nil; self is not notified) or nil, and how many it
+-- granted.
 local function rw_serve(p, k, r, q, sharded, name, self)
   if redis.call('LLEN', q) == 0 then
     return nil, 0
@@ -131,35 +129,10 @@ local function rw_serve(p, k, r, q, sharded, name, self)
   if delay_all > 0 then
     return nil, 0
   end
-  local mine, n = nil, 0
-  while true do
-    local e = redis.call('LINDEX', q, 0)
-    if not e then
-      break
-    end
-    local hid, mode = string.match(e, '^(.+)|([rw])$')
-    if not alive(p, hid) then
-      redis.call('LPOP', q)
-    else
-      local shared = mode == 'r'
-      if not shared and (readers or delay_w > 0) then
-        break
-      end
-      redis.call('LPOP', q)
-      local tok = rw_grant(p, k, r, hid, shared)
-      n = n + 1
-      if e == self then
-        mine = tok
-      else
-        notify(p, sharded, hid, 'g', tok, name)
-      end
-      if not shared then
-        break
-      end
-      readers = true
-    end
-  end
-  return mine, n
+  local last = redis.call('HGET', k, 'tok')
+  local mine, granted, emptied = nil, 0, false
+  --@inline rwmutex_serve.lua
+  return mine, granted
 end
 
 -- rw_idle lets k expire when nobody holds it and nobody waits (the readers

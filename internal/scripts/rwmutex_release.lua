@@ -60,65 +60,21 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
       return REL_FREED
     elseif redis.call('HGET', KEYS[4], 'g') == '0' then
       -- Nobody holds and waiters queue: the releaser's lease says no
-      -- restart grace is pending (see check_caller). Grant the head as
-      -- rw_serve would: a writer, or every reader up to the first writer,
-      -- which then waits for them. A dead waiter (its lease has no 'ld')
-      -- is left to the full path, which drops it and serves on. Each
-      -- grant keeps k (and r, for readers) at least held_ms, never less
-      -- (see keep_at_least in common.lua).
-      local tok, n
-      local name = string.sub(k, #p + 4)
-      local pub = string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH'
-      local granted, served = 0, false
-      while true do
-        local e = redis.call('LINDEX', q, 0)
-        if not e then
-          redis.call('HDEL', k, 'q') -- served them all
-          served = true
-          break
-        end
-        local nxt, mode = string.match(e, '^(.+)|([rw])$')
-        local sid = string.match(nxt, '^([^.]+)%.')
-        local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
-        if not l[1] then
-          break
-        end
-        if mode == 'w' and granted > 0 then
-          served = true
-          break
-        end
-        redis.call('LPOP', q)
-        if tok then
-          n = n + 1
-          tok = string.format('%.0f', n)
-        else
-          tok, n = new_token(st[6])
-        end
-        local held = 2 * l[2] + l[1]
-        if mode == 'w' then
-          redis.call('HSET', k, 'w', nxt, 'wld', l[1], 'tok', tok, 'i', 2 * l[2])
-        else
-          redis.call('HSET', r, nxt, l[1] .. ':' .. tok)
-          redis.call('HSET', k, 'tok', tok, 'i', 2 * l[2])
-          if redis.call('PEXPIRE', r, held, 'NX') == 0 then
-            redis.call('PEXPIRE', r, held, 'GT')
-          end
-        end
-        if redis.call('PEXPIRE', k, held, 'NX') == 0 then
-          redis.call('PEXPIRE', k, held, 'GT')
-        end
-        local to, res = nxt, name
-        --@inline grant_message.lua
-        redis.call(pub, p .. K_CHANNEL .. sid, msg)
-        granted = granted + 1
-        if mode == 'w' then
-          served = true
-          break
+      -- restart grace is pending (see check_caller). Serve the queue as
+      -- rw_serve does (rwmutex_serve.lua), dead waiters dropped on the
+      -- way; once it is empty, the waiter mark goes and, when nobody was
+      -- granted, the mutex is idle: kept 'i' ms (see common.lua).
+      local self, readers, delay_w, last = nil, false, 0, st[6]
+      local sharded, name = string.sub(ARGV[2], 1, 1), string.sub(k, #p + 4)
+      local mine, granted, emptied = nil, 0, false
+      --@inline rwmutex_serve.lua
+      if emptied then
+        redis.call('HDEL', k, 'q')
+        if granted == 0 and st[3] then
+          redis.call('PEXPIRE', k, st[3])
         end
       end
-      if served then
-        return REL_FREED
-      end
+      return REL_FREED
     end
   end
 end

@@ -674,6 +674,33 @@ end
 -- exists (see common.lua); dead ones are cleared when a script meets them,
 -- and their lock delay starts then: a lost writer's keeps everyone out, a
 -- lost reader's keeps writers out (readers never conflicted with it).
+-- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
+-- first in those scripts and in the batch scripts only (see scripts.go,
+-- batch.go), so it must stay small.
+
+-- new_token returns the next fencing token after last (a stored token, or
+-- false), as a string and as a number: max(last + 1, server time in µs),
+-- the rule of next_token in common.lua. The clock is what keeps tokens
+-- increasing when the stored token went back: a restart from an older
+-- snapshot, a failover to a replica that missed writes. The string is built
+-- from TIME's reply, so the common case formats no float. The clock is read
+-- once per call: a batch script's tokens are of different mutexes, or
+-- above the last one anyway.
+local now_s, now_n
+local function new_token(last)
+  if not now_s then
+    local t = redis.call('TIME')
+    now_s = t[1] .. string.sub('00000' .. t[2], -6)
+    now_n = tonumber(now_s)
+  end
+  if last then
+    local l = tonumber(last) + 1
+    if l > now_n then
+      return string.format('%.0f', l), l
+    end
+  end
+  return now_s, now_n
+end
 
 -- rw_entry returns the queue entry of hold id hid.
 local function rw_entry(hid, shared)
@@ -771,14 +798,11 @@ local function rw_grant(p, k, r, hid, shared)
   return tok
 end
 
--- rw_serve grants the head of queue q, in order, as far as it can be
--- granted now: readers while no writer holds (consecutive readers all in
--- this one call), a writer only when nobody holds; it stops at the first
--- entry it cannot grant, so a queued writer keeps later readers out. Dead
--- waiters are dropped. Each grantee is notified with
--- "g|<hid>|<token>|<name>", except self (the caller's own entry, or nil),
--- whose token is returned instead. Nothing is granted during a restart
--- grace. It returns self's token or nil, and how many it granted.
+-- rw_serve serves queue q (rwmutex_serve.lua: the order, the grants, the
+-- messages) when nothing stands in the way: a restart grace, a live
+-- writer, a lost writer's lock delay. It returns self's token (the
+-- caller's own entry, or nil; self is not notified) or nil, and how many it
+-- granted.
 local function rw_serve(p, k, r, q, sharded, name, self)
   if redis.call('LLEN', q) == 0 then
     return nil, 0
@@ -794,35 +818,84 @@ local function rw_serve(p, k, r, q, sharded, name, self)
   if delay_all > 0 then
     return nil, 0
   end
-  local mine, n = nil, 0
+  local last = redis.call('HGET', k, 'tok')
+  local mine, granted, emptied = nil, 0, false
+  -- rwmutex_serve.lua: how a read-write mutex's queue is served, the one
+  -- home of its order, as statement text inlined where it runs (--@inline,
+  -- see assemble.go): by rw_serve (rwmutex_lib.lua) on the full paths, and
+  -- by the closure-free hand-off of rwmutex_release.lua's fast path.
+  -- The head of queue q is granted in order, as far as it can be now:
+  -- readers while no writer holds (consecutive readers all in one go), a
+  -- writer only when nobody holds and no lost reader's lock delay runs; it
+  -- stops at the first entry it cannot grant, so a queued writer keeps later
+  -- readers out. Dead waiters (their lease, which always has 'ld', is gone)
+  -- are dropped. Each grant writes what a grant writes (the holder, the
+  -- token, 'i', the expiries at least held_ms, see common.lua) and is
+  -- announced with the grant message (grant_message.lua), except self's.
+  -- The includer has checked that no restart grace is pending, that no
+  -- writer holds and that no lock delay keeps everyone out. It sets p, k, r,
+  -- q, sharded ("1" for sharded pub/sub), name, self (the caller's own
+  -- entry, or nil), readers (whether a live reader holds), delay_w (the ms
+  -- of a lost reader's lock delay left, which keeps writers out) and last
+  -- (k's stored token, or false), and declares mine (self's token, a number,
+  -- when granted), granted (0: how many it granted) and emptied (whether it
+  -- found the queue empty).
+  local tok, n
   while true do
     local e = redis.call('LINDEX', q, 0)
     if not e then
+      emptied = true
       break
     end
-    local hid, mode = string.match(e, '^(.+)|([rw])$')
-    if not alive(p, hid) then
-      redis.call('LPOP', q)
+    local to, mode = string.match(e, '^(.+)|([rw])$')
+    local sid = string.match(to, '^([^.]+)%.')
+    local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
+    if not l[1] then
+      redis.call('LPOP', q) -- a dead waiter
+    elseif mode == 'w' and (readers or delay_w > 0) then
+      break
     else
-      local shared = mode == 'r'
-      if not shared and (readers or delay_w > 0) then
-        break
-      end
       redis.call('LPOP', q)
-      local tok = rw_grant(p, k, r, hid, shared)
-      n = n + 1
-      if e == self then
-        mine = tok
+      if tok then
+        n = n + 1
+        tok = string.format('%.0f', n)
       else
-        notify(p, sharded, hid, 'g', tok, name)
+        tok, n = new_token(last)
       end
-      if not shared then
+      local held = 2 * l[2] + l[1]
+      if mode == 'w' then
+        redis.call('HSET', k, 'w', to, 'wld', l[1], 'tok', tok, 'i', 2 * l[2])
+      else
+        redis.call('HSET', r, to, l[1] .. ':' .. tok)
+        redis.call('HSET', k, 'tok', tok, 'i', 2 * l[2])
+        if redis.call('PEXPIRE', r, held, 'NX') == 0 then
+          redis.call('PEXPIRE', r, held, 'GT')
+        end
+      end
+      if redis.call('PEXPIRE', k, held, 'NX') == 0 then
+        redis.call('PEXPIRE', k, held, 'GT')
+      end
+      granted = granted + 1
+      if e == self then
+        mine = n
+      else
+        local res = name
+        -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
+        -- one encoder of it (internal/lease decodes it): statement text inlined
+        -- where a grant is published, by notify (common.lua) and by the
+        -- closure-free hand-offs of mutex_release_fast.lua and rwmutex_release.lua.
+        -- The includer names the grantee's hold id to, the token tok (a string)
+        -- and the resource res; msg is the message.
+        local msg = 'g|' .. to .. '|' .. tok .. '|' .. res
+        redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
+      end
+      if mode == 'w' then
         break
       end
       readers = true
     end
   end
-  return mine, n
+  return mine, granted
 end
 
 -- rw_idle lets k expire when nobody holds it and nobody waits (the readers

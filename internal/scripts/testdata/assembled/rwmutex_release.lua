@@ -104,71 +104,95 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
       return REL_FREED
     elseif redis.call('HGET', KEYS[4], 'g') == '0' then
       -- Nobody holds and waiters queue: the releaser's lease says no
-      -- restart grace is pending (see check_caller). Grant the head as
-      -- rw_serve would: a writer, or every reader up to the first writer,
-      -- which then waits for them. A dead waiter (its lease has no 'ld')
-      -- is left to the full path, which drops it and serves on. Each
-      -- grant keeps k (and r, for readers) at least held_ms, never less
-      -- (see keep_at_least in common.lua).
+      -- restart grace is pending (see check_caller). Serve the queue as
+      -- rw_serve does (rwmutex_serve.lua), dead waiters dropped on the
+      -- way; once it is empty, the waiter mark goes and, when nobody was
+      -- granted, the mutex is idle: kept 'i' ms (see common.lua).
+      local self, readers, delay_w, last = nil, false, 0, st[6]
+      local sharded, name = string.sub(ARGV[2], 1, 1), string.sub(k, #p + 4)
+      local mine, granted, emptied = nil, 0, false
+      -- rwmutex_serve.lua: how a read-write mutex's queue is served, the one
+      -- home of its order, as statement text inlined where it runs (--@inline,
+      -- see assemble.go): by rw_serve (rwmutex_lib.lua) on the full paths, and
+      -- by the closure-free hand-off of rwmutex_release.lua's fast path.
+      -- The head of queue q is granted in order, as far as it can be now:
+      -- readers while no writer holds (consecutive readers all in one go), a
+      -- writer only when nobody holds and no lost reader's lock delay runs; it
+      -- stops at the first entry it cannot grant, so a queued writer keeps later
+      -- readers out. Dead waiters (their lease, which always has 'ld', is gone)
+      -- are dropped. Each grant writes what a grant writes (the holder, the
+      -- token, 'i', the expiries at least held_ms, see common.lua) and is
+      -- announced with the grant message (grant_message.lua), except self's.
+      -- The includer has checked that no restart grace is pending, that no
+      -- writer holds and that no lock delay keeps everyone out. It sets p, k, r,
+      -- q, sharded ("1" for sharded pub/sub), name, self (the caller's own
+      -- entry, or nil), readers (whether a live reader holds), delay_w (the ms
+      -- of a lost reader's lock delay left, which keeps writers out) and last
+      -- (k's stored token, or false), and declares mine (self's token, a number,
+      -- when granted), granted (0: how many it granted) and emptied (whether it
+      -- found the queue empty).
       local tok, n
-      local name = string.sub(k, #p + 4)
-      local pub = string.sub(ARGV[2], 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH'
-      local granted, served = 0, false
       while true do
         local e = redis.call('LINDEX', q, 0)
         if not e then
-          redis.call('HDEL', k, 'q') -- served them all
-          served = true
+          emptied = true
           break
         end
-        local nxt, mode = string.match(e, '^(.+)|([rw])$')
-        local sid = string.match(nxt, '^([^.]+)%.')
+        local to, mode = string.match(e, '^(.+)|([rw])$')
+        local sid = string.match(to, '^([^.]+)%.')
         local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
         if not l[1] then
+          redis.call('LPOP', q) -- a dead waiter
+        elseif mode == 'w' and (readers or delay_w > 0) then
           break
-        end
-        if mode == 'w' and granted > 0 then
-          served = true
-          break
-        end
-        redis.call('LPOP', q)
-        if tok then
-          n = n + 1
-          tok = string.format('%.0f', n)
         else
-          tok, n = new_token(st[6])
-        end
-        local held = 2 * l[2] + l[1]
-        if mode == 'w' then
-          redis.call('HSET', k, 'w', nxt, 'wld', l[1], 'tok', tok, 'i', 2 * l[2])
-        else
-          redis.call('HSET', r, nxt, l[1] .. ':' .. tok)
-          redis.call('HSET', k, 'tok', tok, 'i', 2 * l[2])
-          if redis.call('PEXPIRE', r, held, 'NX') == 0 then
-            redis.call('PEXPIRE', r, held, 'GT')
+          redis.call('LPOP', q)
+          if tok then
+            n = n + 1
+            tok = string.format('%.0f', n)
+          else
+            tok, n = new_token(last)
           end
-        end
-        if redis.call('PEXPIRE', k, held, 'NX') == 0 then
-          redis.call('PEXPIRE', k, held, 'GT')
-        end
-        local to, res = nxt, name
-        -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
-        -- one encoder of it (internal/lease decodes it): statement text inlined
-        -- where a grant is published, by notify (common.lua) and by the
-        -- closure-free hand-offs of mutex_release_fast.lua and rwmutex_release.lua.
-        -- The includer names the grantee's hold id to, the token tok (a string)
-        -- and the resource res; msg is the message.
-        local msg = 'g|' .. to .. '|' .. tok .. '|' .. res
-        redis.call(pub, p .. K_CHANNEL .. sid, msg)
-        granted = granted + 1
-        if mode == 'w' then
-          served = true
-          break
+          local held = 2 * l[2] + l[1]
+          if mode == 'w' then
+            redis.call('HSET', k, 'w', to, 'wld', l[1], 'tok', tok, 'i', 2 * l[2])
+          else
+            redis.call('HSET', r, to, l[1] .. ':' .. tok)
+            redis.call('HSET', k, 'tok', tok, 'i', 2 * l[2])
+            if redis.call('PEXPIRE', r, held, 'NX') == 0 then
+              redis.call('PEXPIRE', r, held, 'GT')
+            end
+          end
+          if redis.call('PEXPIRE', k, held, 'NX') == 0 then
+            redis.call('PEXPIRE', k, held, 'GT')
+          end
+          granted = granted + 1
+          if e == self then
+            mine = n
+          else
+            local res = name
+            -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
+            -- one encoder of it (internal/lease decodes it): statement text inlined
+            -- where a grant is published, by notify (common.lua) and by the
+            -- closure-free hand-offs of mutex_release_fast.lua and rwmutex_release.lua.
+            -- The includer names the grantee's hold id to, the token tok (a string)
+            -- and the resource res; msg is the message.
+            local msg = 'g|' .. to .. '|' .. tok .. '|' .. res
+            redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
+          end
+          if mode == 'w' then
+            break
+          end
+          readers = true
         end
       end
-      if served then
-        return REL_FREED
+      if emptied then
+        redis.call('HDEL', k, 'q')
+        if granted == 0 and st[3] then
+          redis.call('PEXPIRE', k, st[3])
+        end
       end
+      return REL_FREED
     end
   end
 end
@@ -461,6 +485,7 @@ end
 -- exists (see common.lua); dead ones are cleared when a script meets them,
 -- and their lock delay starts then: a lost writer's keeps everyone out, a
 -- lost reader's keeps writers out (readers never conflicted with it).
+-- (fastpath.lua is above)
 
 -- rw_entry returns the queue entry of hold id hid.
 local function rw_entry(hid, shared)
@@ -558,14 +583,11 @@ local function rw_grant(p, k, r, hid, shared)
   return tok
 end
 
--- rw_serve grants the head of queue q, in order, as far as it can be
--- granted now: readers while no writer holds (consecutive readers all in
--- this one call), a writer only when nobody holds; it stops at the first
--- entry it cannot grant, so a queued writer keeps later readers out. Dead
--- waiters are dropped. Each grantee is notified with
--- "g|<hid>|<token>|<name>", except self (the caller's own entry, or nil),
--- whose token is returned instead. Nothing is granted during a restart
--- grace. It returns self's token or nil, and how many it granted.
+-- rw_serve serves queue q (rwmutex_serve.lua: the order, the grants, the
+-- messages) when nothing stands in the way: a restart grace, a live
+-- writer, a lost writer's lock delay. It returns self's token (the
+-- caller's own entry, or nil; self is not notified) or nil, and how many it
+-- granted.
 local function rw_serve(p, k, r, q, sharded, name, self)
   if redis.call('LLEN', q) == 0 then
     return nil, 0
@@ -581,35 +603,84 @@ local function rw_serve(p, k, r, q, sharded, name, self)
   if delay_all > 0 then
     return nil, 0
   end
-  local mine, n = nil, 0
+  local last = redis.call('HGET', k, 'tok')
+  local mine, granted, emptied = nil, 0, false
+  -- rwmutex_serve.lua: how a read-write mutex's queue is served, the one
+  -- home of its order, as statement text inlined where it runs (--@inline,
+  -- see assemble.go): by rw_serve (rwmutex_lib.lua) on the full paths, and
+  -- by the closure-free hand-off of rwmutex_release.lua's fast path.
+  -- The head of queue q is granted in order, as far as it can be now:
+  -- readers while no writer holds (consecutive readers all in one go), a
+  -- writer only when nobody holds and no lost reader's lock delay runs; it
+  -- stops at the first entry it cannot grant, so a queued writer keeps later
+  -- readers out. Dead waiters (their lease, which always has 'ld', is gone)
+  -- are dropped. Each grant writes what a grant writes (the holder, the
+  -- token, 'i', the expiries at least held_ms, see common.lua) and is
+  -- announced with the grant message (grant_message.lua), except self's.
+  -- The includer has checked that no restart grace is pending, that no
+  -- writer holds and that no lock delay keeps everyone out. It sets p, k, r,
+  -- q, sharded ("1" for sharded pub/sub), name, self (the caller's own
+  -- entry, or nil), readers (whether a live reader holds), delay_w (the ms
+  -- of a lost reader's lock delay left, which keeps writers out) and last
+  -- (k's stored token, or false), and declares mine (self's token, a number,
+  -- when granted), granted (0: how many it granted) and emptied (whether it
+  -- found the queue empty).
+  local tok, n
   while true do
     local e = redis.call('LINDEX', q, 0)
     if not e then
+      emptied = true
       break
     end
-    local hid, mode = string.match(e, '^(.+)|([rw])$')
-    if not alive(p, hid) then
-      redis.call('LPOP', q)
+    local to, mode = string.match(e, '^(.+)|([rw])$')
+    local sid = string.match(to, '^([^.]+)%.')
+    local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
+    if not l[1] then
+      redis.call('LPOP', q) -- a dead waiter
+    elseif mode == 'w' and (readers or delay_w > 0) then
+      break
     else
-      local shared = mode == 'r'
-      if not shared and (readers or delay_w > 0) then
-        break
-      end
       redis.call('LPOP', q)
-      local tok = rw_grant(p, k, r, hid, shared)
-      n = n + 1
-      if e == self then
-        mine = tok
+      if tok then
+        n = n + 1
+        tok = string.format('%.0f', n)
       else
-        notify(p, sharded, hid, 'g', tok, name)
+        tok, n = new_token(last)
       end
-      if not shared then
+      local held = 2 * l[2] + l[1]
+      if mode == 'w' then
+        redis.call('HSET', k, 'w', to, 'wld', l[1], 'tok', tok, 'i', 2 * l[2])
+      else
+        redis.call('HSET', r, to, l[1] .. ':' .. tok)
+        redis.call('HSET', k, 'tok', tok, 'i', 2 * l[2])
+        if redis.call('PEXPIRE', r, held, 'NX') == 0 then
+          redis.call('PEXPIRE', r, held, 'GT')
+        end
+      end
+      if redis.call('PEXPIRE', k, held, 'NX') == 0 then
+        redis.call('PEXPIRE', k, held, 'GT')
+      end
+      granted = granted + 1
+      if e == self then
+        mine = n
+      else
+        local res = name
+        -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
+        -- one encoder of it (internal/lease decodes it): statement text inlined
+        -- where a grant is published, by notify (common.lua) and by the
+        -- closure-free hand-offs of mutex_release_fast.lua and rwmutex_release.lua.
+        -- The includer names the grantee's hold id to, the token tok (a string)
+        -- and the resource res; msg is the message.
+        local msg = 'g|' .. to .. '|' .. tok .. '|' .. res
+        redis.call(sharded == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
+      end
+      if mode == 'w' then
         break
       end
       readers = true
     end
   end
-  return mine, n
+  return mine, granted
 end
 
 -- rw_idle lets k expire when nobody holds it and nobody waits (the readers
