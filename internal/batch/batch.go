@@ -121,8 +121,8 @@ func (b *Batcher[I, R]) Do(ctx context.Context, dl time.Time, item I) (R, error)
 		case ctx.Done() == nil:
 			// A caller whose ctx never ends has nothing to wait for but
 			// the result: it sends its call itself, saving the hand-over
-			// to a flight goroutine and back (as conn.Direct does for
-			// conn.Bound).
+			// to a flight goroutine and back (as conn.Bound does for such
+			// a ctx).
 			return b.sendAlone(func() R { return b.sendOne(dl, item) }), nil
 		}
 	}

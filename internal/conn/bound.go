@@ -43,20 +43,6 @@ func (c bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []ruei
 		func(err error) []rueidis.RedisResult { return Failed(len(multi), err) })
 }
 
-// Direct marks ctx, whose only end is a deadline that leasehold set on a
-// caller's ctx that never ends, as one that Bound's Do and DoMulti need not
-// watch: they run the call on the caller's goroutine, saving the hand-over
-// to another goroutine and back (a large share of an uncontended
-// lock+release's client CPU: docs/performance.md). rueidis honours the deadline by
-// itself: a socket deadline on a synchronous call, a select on Done in
-// pipelined mode. What it does not bound is the wait for a redial that
-// another goroutine started (see Bound); that wait has its own bound (the
-// dialer's ctx, ConnWriteTimeout), and the caller, whose ctx never ends,
-// has no earlier end to be held to.
-func Direct(ctx context.Context) context.Context { return direct{ctx} }
-
-type direct struct{ context.Context }
-
 // Until is context.WithDeadline(ctx, dl) for one call (ctx itself when dl
 // is zero or ctx already ends by dl: no deadline of its own then), without
 // WithDeadline's timer until something waits on its Done: rueidis'
@@ -65,9 +51,7 @@ type direct struct{ context.Context }
 // the lane watches ctx's own cancellation (see Lane.do). The timer and
 // ctx's bookkeeping of a child were a measurable share of a serial
 // lock+release's client CPU (docs/performance.md). When ctx never ends, the
-// result counts as Direct: rueidis then honours the deadline by itself
-// (its pipelined mode asks for Done, which then gets its timer), and the
-// call needs no hand-over to another goroutine.
+// result's only end is its deadline (see inline).
 func Until(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
 	if d, ok := ctx.Deadline(); dl.IsZero() || (ok && !d.After(dl)) {
 		return ctx, func() {}
@@ -138,16 +122,19 @@ func (u *until) stop() {
 	}
 }
 
-// inline reports whether ctx ends only at its deadline, which rueidis
-// honours by itself (see Direct): a call with it runs on the caller's
-// goroutine, and the lane has no cancellation to watch. It asks no Done of
-// an Until ctx.
+// inline reports whether ctx ends only at its deadline (or never), which
+// rueidis honours by itself: a socket deadline on a synchronous call, a
+// select on Done in pipelined mode. Bound's Do and DoMulti then run the
+// call on the caller's goroutine, saving the hand-over to another goroutine
+// and back (a large share of an uncontended lock+release's client CPU:
+// docs/performance.md), and the lane has no cancellation to watch. What
+// rueidis does not bound is the wait for a redial that another goroutine
+// started (see Bound); that wait has its own bound (the dialer's ctx,
+// ConnWriteTimeout), and a caller whose ctx never ends has no earlier end
+// to be held to. It asks no Done of an Until ctx.
 func inline(ctx context.Context) bool {
-	switch c := ctx.(type) {
-	case direct:
-		return true
-	case *until:
-		return c.parent.Done() == nil
+	if u, ok := ctx.(*until); ok {
+		return u.parent.Done() == nil
 	}
 	return ctx.Done() == nil
 }

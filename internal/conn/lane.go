@@ -177,7 +177,7 @@ func (l *Lane) interrupt(call uint64) {
 // canLane reports whether a call of cmd with ctx may go on a lane: ctx
 // carries a deadline (without one, rueidis would switch the lane to
 // pipelining), and cmd is one rueidis pipelines. A call whose ctx ends only
-// at that deadline (see Direct) takes the lane too: the shared connection
+// at that deadline (see inline) takes the lane too: the shared connection
 // is pipelined once two calls overlapped on it, the lane stays synchronous.
 func canLane(ctx context.Context, cmd rueidis.Completed) bool {
 	if cmd.IsBlock() {
