@@ -5,7 +5,7 @@
 -- Every key built here starts with p and so shares the namespace hash slot.
 
 local function sid_of(hid)
-  return string.match(hid, '^([^.]+)%.')
+  return string.match(hid, P_HOLD_SID)
 end
 
 -- prefix_of returns the prefix "{ns}:" of key k (a namespace has no braces).

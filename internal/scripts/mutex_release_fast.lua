@@ -31,13 +31,13 @@ if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
     -- m_handoff would.
     p = p or string.match(m, '^{[^}]*}:')
     if g == nil then
-      g = redis.call('HGET', p .. K_LEASE .. string.match(hid, '^([^.]+)%.'), 'g') == '0'
+      g = redis.call('HGET', p .. K_LEASE .. string.match(hid, P_HOLD_SID), 'g') == '0'
     end
     local res = string.sub(m, #p + 3)
     local q = p .. K_QUEUE .. 'm:' .. res
     local to = g and redis.call('LINDEX', q, 0)
     if to then
-      local sid = string.match(to, '^([^.]+)%.')
+      local sid = string.match(to, P_HOLD_SID)
       local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
       if l[1] then
         redis.call('LPOP', q)

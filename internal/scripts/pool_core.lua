@@ -27,7 +27,7 @@ end
 -- lock delay ld (read from its lease when nil) is recorded in its index
 -- (see "~ld"): it still applies once that session's lease is gone.
 local function pool_grant(p, b, key, hid, ld)
-  local sid = string.match(hid, '^([^.]+)%.')
+  local sid = string.match(hid, P_HOLD_SID)
   if ld == nil then
     ld = redis.call('HGET', p .. K_LEASE .. sid, 'ld')
   end
@@ -47,7 +47,7 @@ end
 -- pool_unhold forgets that key is held (by hid); it does not make it free.
 -- The session's index goes with its last member ("~ld" included).
 local function pool_unhold(b, key, hid)
-  local sid = string.match(hid, '^([^.]+)%.')
+  local sid = string.match(hid, P_HOLD_SID)
   redis.call('HDEL', b .. 'h', key)
   if redis.call('HINCRBY', b .. 's', sid, -1) <= 0 then
     redis.call('HDEL', b .. 's', sid)
@@ -59,7 +59,7 @@ end
 
 -- pool_held_by returns the member hid holds, or nil.
 local function pool_held_by(b, hid)
-  local k = redis.call('HGET', b .. K_POOL_INDEX .. string.match(hid, '^([^.]+)%.'), hid)
+  local k = redis.call('HGET', b .. K_POOL_INDEX .. string.match(hid, P_HOLD_SID), hid)
   if k and redis.call('HGET', b .. 'h', k) == hid then
     return k
   end

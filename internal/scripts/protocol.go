@@ -22,6 +22,11 @@ func SessionOf(hid string) string {
 	return sid
 }
 
+// holdSID is the Lua pattern that reads the session id out of a hold id
+// (SessionOf's rule): the scripts' P_HOLD_SID, which sid_of and the fast
+// paths (where a call of sid_of would cost a closure) match with.
+const holdSID = `^([^.]+)%.`
+
 // Reply codes: the first element of a script's array reply, or the whole
 // reply of a release. The scripts name them as Lua locals that join
 // declares from these constants (protocolConsts).
@@ -103,10 +108,11 @@ var protocolConsts = []luaConst{
 	{"K_ELECTION", keyElection},
 	{"K_RWMUTEX", keyRWMutex},
 	{"K_RWMUTEX_READERS", keyRWMutexReaders},
+	{"P_HOLD_SID", holdSID},
 }
 
 // luaProtocolName matches the names of protocolConsts in a script.
-var luaProtocolName = regexp.MustCompile(`\b(?:R|HB|REL|RECLAIM|OPEN|K)_[A-Z_]+\b`)
+var luaProtocolName = regexp.MustCompile(`\b(?:R|HB|REL|RECLAIM|OPEN|K|P)_[A-Z_]+\b`)
 
 // protocolLocals returns one Lua statement declaring the protocolConsts
 // that text names and declared does not hold yet, and adds them to
@@ -146,7 +152,7 @@ func luaLocals(cs []luaConst) string {
 		case int:
 			vals[i] = strconv.Itoa(v)
 		case string:
-			vals[i] = strconv.Quote(v) // the infixes are plain ASCII: Go's quoting is Lua's
+			vals[i] = strconv.Quote(v) // plain ASCII, no backslash: Go's quoting is Lua's
 		default:
 			panic("scripts: Lua constant " + c.name + " of unsupported type")
 		}

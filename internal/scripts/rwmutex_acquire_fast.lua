@@ -56,7 +56,7 @@ elseif writer and writer ~= hid then
   -- busy() in common.lua. (Spelled out, like sid_of and prefix_of, as in
   -- mutex_acquire_fast.lua.)
   local p = string.match(k, '^{[^}]*}:')
-  local wait = redis.call('PTTL', p .. K_LEASE .. string.match(writer, '^([^.]+)%.'))
+  local wait = redis.call('PTTL', p .. K_LEASE .. string.match(writer, P_HOLD_SID))
   if wait > 0 then
     if string.sub(aq, 1, 1) ~= '1' then
       return {R_BUSY, wait, -1}

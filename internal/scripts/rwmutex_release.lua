@@ -43,7 +43,7 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
       -- Other readers hold: done when one of them is live and nobody
       -- waits, or a live writer waits first (it waits for the readers).
       -- Dead readers are the full path's (their lock delay starts there).
-      if redis.call('EXISTS', p .. K_LEASE .. string.match(readers[1], '^([^.]+)%.')) == 1 then
+      if redis.call('EXISTS', p .. K_LEASE .. string.match(readers[1], P_HOLD_SID)) == 1 then
         if not waiting then
           return REL_FREED
         end

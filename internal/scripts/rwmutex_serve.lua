@@ -26,7 +26,7 @@ while true do
     break
   end
   local to, mode = string.match(e, '^(.+)|([rw])$')
-  local sid = string.match(to, '^([^.]+)%.')
+  local sid = string.match(to, P_HOLD_SID)
   local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
   if not l[1] then
     redis.call('LPOP', q) -- a dead waiter

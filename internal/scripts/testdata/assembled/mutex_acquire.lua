@@ -140,7 +140,7 @@ if lease[1] == '0' and not lease[2] then
   end
 end
 
-local R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_CHANNEL, K_EPOCH = -1, -5, -7, -8, "n:", "epoch"
+local R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_CHANNEL, K_EPOCH, P_HOLD_SID = -1, -5, -7, -8, "n:", "epoch", "^([^.]+)%."
 -- common.lua: helpers that go first in every other script (see join in
 -- scripts.go); not a script of its own.
 -- p is the namespace key prefix "{ns}:". Hold ids look like "<sid>.<n>", so the
@@ -148,7 +148,7 @@ local R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_CHANNEL, K_EPOCH = 
 -- Every key built here starts with p and so shares the namespace hash slot.
 
 local function sid_of(hid)
-  return string.match(hid, '^([^.]+)%.')
+  return string.match(hid, P_HOLD_SID)
 end
 
 -- prefix_of returns the prefix "{ns}:" of key k (a namespace has no braces).

@@ -1,4 +1,4 @@
-local R_SLOW, REL_FREED, K_LEASE, K_CHANNEL, K_QUEUE = -9, 1, "s:", "n:", "q:"
+local R_SLOW, REL_FREED, K_LEASE, K_CHANNEL, K_QUEUE, P_HOLD_SID = -9, 1, "s:", "n:", "q:", "^([^.]+)%."
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
@@ -78,13 +78,13 @@ for i = 1, n do
       -- m_handoff would.
       p = p or string.match(m, '^{[^}]*}:')
       if g == nil then
-        g = redis.call('HGET', p .. K_LEASE .. string.match(hid, '^([^.]+)%.'), 'g') == '0'
+        g = redis.call('HGET', p .. K_LEASE .. string.match(hid, P_HOLD_SID), 'g') == '0'
       end
       local res = string.sub(m, #p + 3)
       local q = p .. K_QUEUE .. 'm:' .. res
       local to = g and redis.call('LINDEX', q, 0)
       if to then
-        local sid = string.match(to, '^([^.]+)%.')
+        local sid = string.match(to, P_HOLD_SID)
         local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
         if l[1] then
           redis.call('LPOP', q)

@@ -1,4 +1,4 @@
-local R_GRANTED, REL_FREED, K_LEASE, K_POOL_INDEX = 1, 1, "s:", "i:"
+local R_GRANTED, REL_FREED, K_LEASE, K_POOL_INDEX, P_HOLD_SID = 1, 1, "s:", "i:", "^([^.]+)%."
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
@@ -63,7 +63,7 @@ end
 -- lock delay ld (read from its lease when nil) is recorded in its index
 -- (see "~ld"): it still applies once that session's lease is gone.
 local function pool_grant(p, b, key, hid, ld)
-  local sid = string.match(hid, '^([^.]+)%.')
+  local sid = string.match(hid, P_HOLD_SID)
   if ld == nil then
     ld = redis.call('HGET', p .. K_LEASE .. sid, 'ld')
   end
@@ -83,7 +83,7 @@ end
 -- pool_unhold forgets that key is held (by hid); it does not make it free.
 -- The session's index goes with its last member ("~ld" included).
 local function pool_unhold(b, key, hid)
-  local sid = string.match(hid, '^([^.]+)%.')
+  local sid = string.match(hid, P_HOLD_SID)
   redis.call('HDEL', b .. 'h', key)
   if redis.call('HINCRBY', b .. 's', sid, -1) <= 0 then
     redis.call('HDEL', b .. 's', sid)
@@ -95,7 +95,7 @@ end
 
 -- pool_held_by returns the member hid holds, or nil.
 local function pool_held_by(b, hid)
-  local k = redis.call('HGET', b .. K_POOL_INDEX .. string.match(hid, '^([^.]+)%.'), hid)
+  local k = redis.call('HGET', b .. K_POOL_INDEX .. string.match(hid, P_HOLD_SID), hid)
   if k and redis.call('HGET', b .. 'h', k) == hid then
     return k
   end
@@ -147,7 +147,7 @@ local R_BUSY, R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_CHANNEL, K_
 -- Every key built here starts with p and so shares the namespace hash slot.
 
 local function sid_of(hid)
-  return string.match(hid, '^([^.]+)%.')
+  return string.match(hid, P_HOLD_SID)
 end
 
 -- prefix_of returns the prefix "{ns}:" of key k (a namespace has no braces).

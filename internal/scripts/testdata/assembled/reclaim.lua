@@ -1,4 +1,4 @@
-local R_BUSY, R_LEASE_GONE, R_EPOCH_MISSING, R_NOT_RECLAIMABLE, R_WITHDRAWN, R_GRACE, RECLAIM_NONE, RECLAIM_LOST, K_LEASE, K_CHANNEL, K_EPOCH, K_MUTEX, K_QUEUE, K_SEMAPHORE, K_SEMAPHORE_HOLDERS, K_POOL, K_POOL_INDEX, K_ELECTION, K_RWMUTEX, K_RWMUTEX_READERS = 0, -1, -5, -6, -7, -8, 0, 1, "s:", "n:", "epoch", "m:", "q:", "sem:", "semh:", "pool:", "i:", "el:", "rw:", "rwr:"
+local R_BUSY, R_LEASE_GONE, R_EPOCH_MISSING, R_NOT_RECLAIMABLE, R_WITHDRAWN, R_GRACE, RECLAIM_NONE, RECLAIM_LOST, K_LEASE, K_CHANNEL, K_EPOCH, K_MUTEX, K_QUEUE, K_SEMAPHORE, K_SEMAPHORE_HOLDERS, K_POOL, K_POOL_INDEX, K_ELECTION, K_RWMUTEX, K_RWMUTEX_READERS, P_HOLD_SID = 0, -1, -5, -6, -7, -8, 0, 1, "s:", "n:", "epoch", "m:", "q:", "sem:", "semh:", "pool:", "i:", "el:", "rw:", "rwr:", "^([^.]+)%."
 -- common.lua: helpers that go first in every other script (see join in
 -- scripts.go); not a script of its own.
 -- p is the namespace key prefix "{ns}:". Hold ids look like "<sid>.<n>", so the
@@ -6,7 +6,7 @@ local R_BUSY, R_LEASE_GONE, R_EPOCH_MISSING, R_NOT_RECLAIMABLE, R_WITHDRAWN, R_G
 -- Every key built here starts with p and so shares the namespace hash slot.
 
 local function sid_of(hid)
-  return string.match(hid, '^([^.]+)%.')
+  return string.match(hid, P_HOLD_SID)
 end
 
 -- prefix_of returns the prefix "{ns}:" of key k (a namespace has no braces).
@@ -848,7 +848,7 @@ local function rw_serve(p, k, r, q, sharded, name, self)
       break
     end
     local to, mode = string.match(e, '^(.+)|([rw])$')
-    local sid = string.match(to, '^([^.]+)%.')
+    local sid = string.match(to, P_HOLD_SID)
     local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
     if not l[1] then
       redis.call('LPOP', q) -- a dead waiter

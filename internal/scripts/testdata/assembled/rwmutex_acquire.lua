@@ -1,4 +1,4 @@
-local R_GRANTED, R_BUSY, K_LEASE = 1, 0, "s:"
+local R_GRANTED, R_BUSY, K_LEASE, P_HOLD_SID = 1, 0, "s:", "^([^.]+)%."
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
@@ -110,7 +110,7 @@ if lease[1] == '0' and not lease[2] then
     -- busy() in common.lua. (Spelled out, like sid_of and prefix_of, as in
     -- mutex_acquire_fast.lua.)
     local p = string.match(k, '^{[^}]*}:')
-    local wait = redis.call('PTTL', p .. K_LEASE .. string.match(writer, '^([^.]+)%.'))
+    local wait = redis.call('PTTL', p .. K_LEASE .. string.match(writer, P_HOLD_SID))
     if wait > 0 then
       if string.sub(aq, 1, 1) ~= '1' then
         return {R_BUSY, wait, -1}
@@ -141,7 +141,7 @@ local R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_CHANNEL, K_EPOCH = 
 -- Every key built here starts with p and so shares the namespace hash slot.
 
 local function sid_of(hid)
-  return string.match(hid, '^([^.]+)%.')
+  return string.match(hid, P_HOLD_SID)
 end
 
 -- prefix_of returns the prefix "{ns}:" of key k (a namespace has no braces).
@@ -569,7 +569,7 @@ local function rw_serve(p, k, r, q, sharded, name, self)
       break
     end
     local to, mode = string.match(e, '^(.+)|([rw])$')
-    local sid = string.match(to, '^([^.]+)%.')
+    local sid = string.match(to, P_HOLD_SID)
     local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
     if not l[1] then
       redis.call('LPOP', q) -- a dead waiter

@@ -1,4 +1,4 @@
-local R_GRANTED, R_BUSY, R_SLOW, K_LEASE = 1, 0, -9, "s:"
+local R_GRANTED, R_BUSY, R_SLOW, K_LEASE, P_HOLD_SID = 1, 0, -9, "s:", "^([^.]+)%."
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
@@ -114,7 +114,7 @@ for i = 1, n do
       -- busy() in common.lua. (Spelled out, like sid_of and prefix_of, as in
       -- mutex_acquire_fast.lua.)
       local p = string.match(k, '^{[^}]*}:')
-      local wait = redis.call('PTTL', p .. K_LEASE .. string.match(writer, '^([^.]+)%.'))
+      local wait = redis.call('PTTL', p .. K_LEASE .. string.match(writer, P_HOLD_SID))
       if wait > 0 then
         if string.sub(aq, 1, 1) ~= '1' then
           reply = {R_BUSY, wait, -1}

@@ -1,4 +1,4 @@
-local REL_FREED, K_LEASE, K_CHANNEL = 1, "s:", "n:"
+local REL_FREED, K_LEASE, K_CHANNEL, P_HOLD_SID = 1, "s:", "n:", "^([^.]+)%."
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
@@ -87,7 +87,7 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
       -- Other readers hold: done when one of them is live and nobody
       -- waits, or a live writer waits first (it waits for the readers).
       -- Dead readers are the full path's (their lock delay starts there).
-      if redis.call('EXISTS', p .. K_LEASE .. string.match(readers[1], '^([^.]+)%.')) == 1 then
+      if redis.call('EXISTS', p .. K_LEASE .. string.match(readers[1], P_HOLD_SID)) == 1 then
         if not waiting then
           return REL_FREED
         end
@@ -139,7 +139,7 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
           break
         end
         local to, mode = string.match(e, '^(.+)|([rw])$')
-        local sid = string.match(to, '^([^.]+)%.')
+        local sid = string.match(to, P_HOLD_SID)
         local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
         if not l[1] then
           redis.call('LPOP', q) -- a dead waiter
@@ -205,7 +205,7 @@ local R_BUSY, R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, REL_NOT_FOUND
 -- Every key built here starts with p and so shares the namespace hash slot.
 
 local function sid_of(hid)
-  return string.match(hid, '^([^.]+)%.')
+  return string.match(hid, P_HOLD_SID)
 end
 
 -- prefix_of returns the prefix "{ns}:" of key k (a namespace has no braces).
@@ -633,7 +633,7 @@ local function rw_serve(p, k, r, q, sharded, name, self)
       break
     end
     local to, mode = string.match(e, '^(.+)|([rw])$')
-    local sid = string.match(to, '^([^.]+)%.')
+    local sid = string.match(to, P_HOLD_SID)
     local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
     if not l[1] then
       redis.call('LPOP', q) -- a dead waiter

@@ -1,4 +1,4 @@
-local R_BUSY, R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_LEASE, K_CHANNEL, K_EPOCH, K_MUTEX, K_SEMAPHORE_HOLDERS, K_POOL, K_ELECTION, K_RWMUTEX, K_RWMUTEX_READERS = 0, -1, -5, -7, -8, "s:", "n:", "epoch", "m:", "semh:", "pool:", "el:", "rw:", "rwr:"
+local R_BUSY, R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_LEASE, K_CHANNEL, K_EPOCH, K_MUTEX, K_SEMAPHORE_HOLDERS, K_POOL, K_ELECTION, K_RWMUTEX, K_RWMUTEX_READERS, P_HOLD_SID = 0, -1, -5, -7, -8, "s:", "n:", "epoch", "m:", "semh:", "pool:", "el:", "rw:", "rwr:", "^([^.]+)%."
 -- common.lua: helpers that go first in every other script (see join in
 -- scripts.go); not a script of its own.
 -- p is the namespace key prefix "{ns}:". Hold ids look like "<sid>.<n>", so the
@@ -6,7 +6,7 @@ local R_BUSY, R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_LEASE, K_CH
 -- Every key built here starts with p and so shares the namespace hash slot.
 
 local function sid_of(hid)
-  return string.match(hid, '^([^.]+)%.')
+  return string.match(hid, P_HOLD_SID)
 end
 
 -- prefix_of returns the prefix "{ns}:" of key k (a namespace has no braces).
