@@ -401,6 +401,46 @@ func TestLockDelay(t *testing.T) {
 	_ = h2.Release(ctx)
 }
 
+// TestLockDelayAfterOwnLoss: a session that finds its own lease gone does
+// not release its holds on the way out when it has a LockDelay: the lock
+// delay starts when another session notices the loss, as if the holder had
+// crashed. (Releasing them there, as a session without LockDelay does,
+// would hand the mutex on at once: the chaos suite's holder-pause-lockdelay
+// caught it, the holder's heartbeats stopped by SIGSTOP.)
+func TestLockDelayAfterOwnLoss(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	const delay = 2 * time.Second
+	a := testutil.Dial(t, addr, ns, session.Options{TTL: time.Second, LockDelay: delay})
+	b := testutil.Dial(t, addr, ns, session.Options{TTL: 3 * time.Second})
+	probe := testutil.Client(t, addr)
+	h, err := mutex.New(a, "own").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probe.Do(ctx, probe.B().Del().Key("{"+ns+"}:s:"+a.ID()).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	<-h.Done() // a's next heartbeat finds its lease gone
+	if cause := context.Cause(h.Context()); !errors.Is(cause, session.ErrLeaseLost) {
+		t.Fatalf("hold ended with %v, want ErrLeaseLost", cause)
+	}
+	_ = a.Close() // returns once a's way out (its cleanup in Redis) is done
+	start := time.Now()
+	if _, err := mutex.New(b, "own").TryLock(ctx); !errors.Is(err, mutex.ErrLocked) {
+		t.Fatalf("TryLock after the holder's session ended by loss: %v, want ErrLocked (lock delay)", err)
+	}
+	h2, err := mutex.New(b, "own").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < delay-2*time.Millisecond {
+		t.Fatalf("granted %v after the loss was noticed; lock delay is %v", waited, delay)
+	}
+	_ = h2.Release(ctx)
+}
+
 // TestConcurrentCallsShareScriptCalls: the Lock and Release calls that many
 // goroutines of one session make at once go to Redis together, several per
 // script call (internal/scripts/batch.go), and each still gets exactly its

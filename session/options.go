@@ -29,6 +29,9 @@ type Options struct {
 	// LockDelay is how long a resource whose hold was lost (its session's lease
 	// expired, not released) stays unavailable once that is noticed, giving a
 	// paused old holder time to notice. Default 0; Reset does not apply it.
+	// With a LockDelay, a session that lost its lease leaves its holds to
+	// expire rather than release them, and Hold.Release past the lease's
+	// local deadline reports ErrLeaseLost instead of releasing.
 	LockDelay time.Duration
 
 	// RestartGrace is how long grants are refused after the namespace's

@@ -153,6 +153,14 @@ func (h *Hold) Release(ctx context.Context) error {
 	if h.released {
 		return nil
 	}
+	if h.ctx.Err() == nil && h.s.opt.LockDelay > 0 && !time.Now().Before(h.s.Deadline()) {
+		// Past the lease's local deadline the hold is lost, though the
+		// loop may not have ended it yet: a release now would hand the
+		// resource on at once, where the lock delay must keep it from
+		// others (see startCleanup).
+		return fmt.Errorf("session: release %s: %w: the session's deadline passed before the release (%v)",
+			h.describe(), ErrLeaseLost, h.s.opt.TTL)
+	}
 	if h.ctx.Err() == nil {
 		h.cancel(ErrReleased)
 		h.s.holds.remove(h.hid)
