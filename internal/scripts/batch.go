@@ -33,8 +33,8 @@ func fastOnly(name string) string { return bare("--@include fastpath.lua\n" + lu
 // by kind; nil for a kind without batch scripts.
 type batches [RWMutex + 1]*kindBatchers
 
-// kindBatchers are one kind's batchers, of acquires and of releases (nil
-// for a kind whose releases go one call each).
+// kindBatchers are one kind's batchers, of acquires and of releases
+// (release nil for a kind whose releases go one call each).
 type kindBatchers struct {
 	acquire *batch.Batcher[kindCall, attemptResult]
 	release *batch.Batcher[kindCall, releaseResult]
