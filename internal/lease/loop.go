@@ -640,15 +640,17 @@ func (l *loop) drainRequests() {
 // not. Left behind at the cutoff, the cleanup ends when the client gives up
 // on its requests (at once when Close closes the session's client).
 //
-// A session that ended other than by Close (its lease lost) and has a
-// LockDelay leaves its holds as they are: they were lost, not released,
-// and a release would hand them on at once, where the lock delay must keep
-// them from others from when a script notices the loss (the lease, gone or
+// A session that has a LockDelay and ended other than by a Close within
+// its lease (its lease lost, or closed past the lease's local deadline)
+// leaves its holds as they are: they were lost, not released, and a
+// release would hand them on at once, where the lock delay must keep them
+// from others from when a script notices the loss (the lease, gone or
 // deleted below, is how it notices). Without a LockDelay the release is
 // what noticing would do anyway, and it hands over to a waiter at once.
 func (l *loop) startCleanup(ctx context.Context) <-chan error {
 	ps := l.pending
-	if l.s.opt.LockDelay == 0 || errors.Is(context.Cause(l.s.ctx), ErrClosed) {
+	closed := errors.Is(context.Cause(l.s.ctx), ErrClosed) && time.Now().Before(l.s.Deadline())
+	if l.s.opt.LockDelay == 0 || closed {
 		for _, h := range l.s.holds.snapshot() {
 			ps = append(ps, pendingRelease{r: h.res, hid: h.hid})
 		}
