@@ -77,7 +77,7 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	// empty restart must recreate it. If the call fails, the outcome is
 	// unknown and either value may be the one Redis had.
 	hook.Unwrap(h).SetValue(scripts.Value(value))
-	ok, err := hook.Env(e.s).ElectionProclaim(ctx, e.name, h.ID(), value)
+	ok, err := hook.Env(e.s, e.name).ElectionProclaim(ctx, e.name, h.ID(), value)
 	if err != nil {
 		return fmt.Errorf("election %q: proclaim: %w", e.name, hook.Refusal(err))
 	}
@@ -97,7 +97,7 @@ func (e *Election) Reset(ctx context.Context) (bool, error) {
 	if err := e.check(""); err != nil {
 		return false, err
 	}
-	hid, err := hook.Env(e.s).ElectionReset(ctx, e.name)
+	hid, err := hook.Env(e.s, e.name).ElectionReset(ctx, e.name)
 	if err != nil {
 		return false, fmt.Errorf("election %q: reset: %w", e.name, hook.Refusal(err))
 	}
@@ -120,7 +120,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 }
 
 func (e *Election) read(ctx context.Context) (Leader, time.Duration, error) {
-	st, err := hook.Env(e.s).ElectionLeader(ctx, e.name)
+	st, err := hook.Env(e.s, e.name).ElectionLeader(ctx, e.name)
 	if err != nil {
 		return Leader{}, 0, fmt.Errorf("election %q: leader: %w", e.name, hook.Refusal(err))
 	}

@@ -42,7 +42,7 @@ func (e *Election) Observer(ctx context.Context) *Observer {
 		o.end(err)
 		return o
 	}
-	started := hook.Lease(e.s).Go(func(sctx context.Context) {
+	started := hook.Go(e.s, func(sctx context.Context) {
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		defer context.AfterFunc(sctx, func() { cancel(context.Cause(sctx)) })()
@@ -99,7 +99,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 // nil then), or until Redis refuses a read or the subscription for good
 // (it returns that refusal).
 func (e *Election) observe(ctx context.Context, out chan Leader) error {
-	ch := hook.Env(e.s).K.ElectionChannel(e.name)
+	ch := hook.Env(e.s, e.name).K.ElectionChannel(e.name)
 	msgs := make(chan string, 1)
 	var last *Leader
 	deliver := func(l Leader) {
@@ -115,8 +115,15 @@ func (e *Election) observe(ctx context.Context, out chan Leader) error {
 	}
 	retry := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		recheck := hook.Lease(e.s).Recheck()
-		stop, err := hook.Lease(e.s).Watch(ctx, ch, msgs)
+		// The lease the name's calls run on: a sharded session's copy of
+		// the name's shard may end and be replaced, and the watch with it.
+		l, err := hook.LeaseFor(ctx, e.s, e.name)
+		var recheck, ended <-chan struct{}
+		stop := func() {}
+		if err == nil {
+			recheck, ended = l.Recheck(), l.Done()
+			stop, err = l.Watch(ctx, ch, msgs)
+		}
 		if err != nil {
 			if err := hook.Refusal(err); errors.Is(err, session.ErrRedisRefused) {
 				return fmt.Errorf("election %q: observe: %w", e.name, err)
@@ -147,6 +154,8 @@ func (e *Election) observe(ctx context.Context, out chan Leader) error {
 			case <-msgs:
 			case <-t.C:
 			case <-recheck:
+				alive = false
+			case <-ended:
 				alive = false
 			case <-ctx.Done():
 				alive = false

@@ -166,7 +166,7 @@ func TestManagerObserverFollowsSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := probe.Do(ctx, probe.B().Del().Key(hook.Env(s).K.Lease(s.ID())).Build()).Error(); err != nil {
+	if err := probe.Do(ctx, probe.B().Del().Key(hook.Env(s, "").K.Lease(s.ID())).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -116,7 +116,7 @@ func TestReset(t *testing.T) {
 		next <- hb
 	}()
 	testutil.WaitFor(t, ctx, func() bool {
-		n, err := hook.Env(admin).C.Do(ctx, hook.Env(admin).C.B().Llen().Key("{"+ns+"}:q:el:reset").Build()).AsInt64()
+		n, err := hook.Env(admin, "reset").C.Do(ctx, hook.Env(admin, "reset").C.B().Llen().Key("{"+ns+"}:q:el:reset").Build()).AsInt64()
 		return err == nil && n == 1
 	})
 	if ok, err := election.New(admin, "reset").Reset(ctx); err != nil || !ok {

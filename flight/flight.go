@@ -200,7 +200,7 @@ func (g *Group) Forget(ctx context.Context, key string) error {
 		return err
 	}
 	g.sf.Forget(key)
-	if _, err := hook.Env(g.s).FlightForget(ctx, name, g.keep(2*g.o.TTL)); err != nil {
+	if _, err := hook.Env(g.s, scripts.FlightMutex(name)).FlightForget(ctx, name, g.keep(2*g.o.TTL)); err != nil {
 		return fmt.Errorf("flight: forget %q: %w", name, hook.Refusal(err))
 	}
 	return nil
@@ -244,7 +244,7 @@ func left(ctx context.Context, err error) error {
 // do is one call of this process for flight key name: read the cache; on a
 // miss, take the key's mutex, read again, compute and store, release.
 func (g *Group) do(ctx context.Context, name string, fn Func) ([]byte, error) {
-	env := hook.Env(g.s)
+	env := hook.Env(g.s, scripts.FlightMutex(name))
 	e, err := env.FlightGet(ctx, name)
 	if err != nil {
 		return nil, left(ctx, fmt.Errorf("flight: read %q: %w", name, hook.Refusal(err)))
@@ -310,7 +310,7 @@ func (g *Group) compute(ctx context.Context, h *session.Hold, name string, fn Fu
 		data, fresh, isErr = []byte(ferr.Error()), g.o.ErrorTTL, true
 	}
 	// The store is bounded by the hold: past its deadline it would be refused.
-	res, err := hook.Env(g.s).FlightStore(h.Context(), name, h.ID(), h.Token(), isErr, data, fresh, g.keep(fresh))
+	res, err := hook.Env(g.s, scripts.FlightMutex(name)).FlightStore(h.Context(), name, h.ID(), h.Token(), isErr, data, fresh, g.keep(fresh))
 	switch {
 	case h.Err() != nil && (err != nil || res != scripts.FlightSaved):
 		g.met.computed("discarded")

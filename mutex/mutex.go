@@ -68,7 +68,7 @@ func (m *Mutex) Holder(ctx context.Context) (Holder, error) {
 	if err := m.check(); err != nil {
 		return Holder{}, err
 	}
-	in, err := hook.Env(m.s).MutexInspect(ctx, m.name)
+	in, err := hook.Env(m.s, m.name).MutexInspect(ctx, m.name)
 	if err != nil {
 		return Holder{}, fmt.Errorf("mutex %q: %w", m.name, hook.Refusal(err))
 	}
@@ -83,7 +83,7 @@ func (m *Mutex) Reset(ctx context.Context) (bool, error) {
 	if err := m.check(); err != nil {
 		return false, err
 	}
-	hid, err := hook.Env(m.s).MutexReset(ctx, m.name)
+	hid, err := hook.Env(m.s, m.name).MutexReset(ctx, m.name)
 	if err != nil {
 		return false, fmt.Errorf("mutex %q: reset: %w", m.name, hook.Refusal(err))
 	}

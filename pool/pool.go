@@ -57,7 +57,7 @@ func (p *Pool) change(ctx context.Context, op string, keys []string) error {
 			return fmt.Errorf("pool %q: %s: %w", p.name, op, err) // err quotes the key
 		}
 	}
-	if _, _, err := hook.Env(p.s).PoolChange(ctx, p.name, op, keys); err != nil {
+	if _, _, err := hook.Env(p.s, p.name).PoolChange(ctx, p.name, op, keys); err != nil {
 		return fmt.Errorf("pool %q: %s: %w", p.name, op, hook.Refusal(scripts.Relabel(err, scripts.ErrNotMember, ErrNotMember)))
 	}
 	return nil
@@ -139,7 +139,7 @@ func (p *Pool) Stats(ctx context.Context) (Stats, error) {
 	if err := p.check(); err != nil {
 		return Stats{}, err
 	}
-	st, err := hook.Env(p.s).PoolStats(ctx, p.name)
+	st, err := hook.Env(p.s, p.name).PoolStats(ctx, p.name)
 	if err != nil {
 		return Stats{}, fmt.Errorf("pool %q: stats: %w", p.name, hook.Refusal(err))
 	}
@@ -166,7 +166,7 @@ func (p *Pool) Reset(ctx context.Context) (int, error) {
 	if err := p.check(); err != nil {
 		return 0, err
 	}
-	n, err := hook.Env(p.s).PoolReset(ctx, p.name)
+	n, err := hook.Env(p.s, p.name).PoolReset(ctx, p.name)
 	if err != nil {
 		return 0, fmt.Errorf("pool %q: reset: %w", p.name, hook.Refusal(err))
 	}

@@ -115,7 +115,7 @@ func (m *RWMutex) Holders(ctx context.Context) (Status, error) {
 	if err := m.check(); err != nil {
 		return Status{}, err
 	}
-	in, err := hook.Env(m.s).RWMutexInspect(ctx, m.name)
+	in, err := hook.Env(m.s, m.name).RWMutexInspect(ctx, m.name)
 	if err != nil {
 		return Status{}, fmt.Errorf("rwmutex %q: %w", m.name, hook.Refusal(err))
 	}
@@ -144,7 +144,7 @@ func (m *RWMutex) Reset(ctx context.Context) (int, error) {
 	if err := m.check(); err != nil {
 		return 0, err
 	}
-	n, err := hook.Env(m.s).RWMutexReset(ctx, m.name)
+	n, err := hook.Env(m.s, m.name).RWMutexReset(ctx, m.name)
 	if err != nil {
 		return 0, fmt.Errorf("rwmutex %q: reset: %w", m.name, hook.Refusal(err))
 	}

@@ -136,7 +136,7 @@ func (j *Job) History(ctx context.Context, n int) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := hook.Env(s).JobRead(ctx, j.name)
+	st, err := hook.Env(s, scripts.JobMutex(j.name)).JobRead(ctx, j.name)
 	if err != nil {
 		return nil, fmt.Errorf("schedule: job %q: history: %w", j.name, hook.Refusal(err))
 	}

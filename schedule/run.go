@@ -155,7 +155,7 @@ func (r *runner) attempt(ctx context.Context) (time.Time, error) {
 // claim asks Redis whether slot is this process's to run, under hold h of
 // the job's mutex, and runs it if so.
 func (r *runner) claim(ctx context.Context, h *session.Hold, slot time.Time) error {
-	c, err := hook.Env(r.s).JobClaim(h.Context(), r.j.name, h.ID(), h.Token(), slot, r.config(slot))
+	c, err := hook.Env(r.s, scripts.JobMutex(r.j.name)).JobClaim(h.Context(), r.j.name, h.ID(), h.Token(), slot, r.config(slot))
 	if err != nil && !errors.Is(err, scripts.ErrNotReplicated) {
 		return hook.Refusal(err)
 	}
@@ -198,7 +198,7 @@ func (r *runner) claim(ctx context.Context, h *session.Hold, slot time.Time) err
 func (r *runner) finish(ctx context.Context, h *session.Hold, lost bool, errText string) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.s.Options().TTL)
 	defer cancel()
-	if _, err := hook.Env(r.s).JobFinish(fctx, r.j.name, h.Token(), lost, errText, r.j.keep(r.s, r.done)); err != nil {
+	if _, err := hook.Env(r.s, scripts.JobMutex(r.j.name)).JobFinish(fctx, r.j.name, h.Token(), lost, errText, r.j.keep(r.s, r.done)); err != nil {
 		r.log.Warn("schedule: recording the end of a run failed", "job", r.j.name, "token", h.Token(), "err", err)
 	}
 }

@@ -101,8 +101,8 @@ func (sem *Semaphore) ClearLimit(ctx context.Context) error {
 }
 
 func (sem *Semaphore) setLimit(ctx context.Context, limit int64) (int64, error) {
-	idle := 2 * hook.Lease(sem.s).Options().TTL
-	return hook.Env(sem.s).SemaphoreSetLimit(ctx, sem.name, limit, idle)
+	idle := 2 * sem.s.Options().TTL
+	return hook.Env(sem.s, sem.name).SemaphoreSetLimit(ctx, sem.name, limit, idle)
 }
 
 // Holder is one live holder of a semaphore.
@@ -128,7 +128,7 @@ func (sem *Semaphore) Stats(ctx context.Context) (Stats, error) {
 	if err := sem.checkName(); err != nil {
 		return Stats{}, err
 	}
-	st, err := hook.Env(sem.s).SemaphoreStats(ctx, sem.name)
+	st, err := hook.Env(sem.s, sem.name).SemaphoreStats(ctx, sem.name)
 	if err != nil {
 		return Stats{}, fmt.Errorf("semaphore %q: stats: %w", sem.name, hook.Refusal(err))
 	}
@@ -152,7 +152,7 @@ func (sem *Semaphore) Reset(ctx context.Context) (int, error) {
 	if err := sem.checkName(); err != nil {
 		return 0, err
 	}
-	n, err := hook.Env(sem.s).SemaphoreReset(ctx, sem.name)
+	n, err := hook.Env(sem.s, sem.name).SemaphoreReset(ctx, sem.name)
 	if err != nil {
 		return 0, fmt.Errorf("semaphore %q: reset: %w", sem.name, hook.Refusal(err))
 	}

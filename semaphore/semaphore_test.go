@@ -839,7 +839,7 @@ func TestAcquireScriptAcrossLimitChange(t *testing.T) {
 	s := testutil.Dial(t, addr, ns, session.Options{TTL: 10 * time.Second})
 	other := testutil.Dial(t, addr, ns, session.Options{TTL: 10 * time.Second})
 	probe := testutil.Client(t, addr)
-	env := hook.Env(s)
+	env := hook.Env(s, "idem")
 	res := func(n, limit int64) scripts.Resource {
 		return scripts.Resource{Kind: scripts.Semaphore, Name: "idem", N: n, Limit: limit}
 	}

@@ -62,6 +62,16 @@ var (
 	// error names both, and matches ErrRedisRefused too.
 	ErrUnsupportedRedis = lease.ErrUnsupportedRedis
 
+	// ErrShardsMismatch is returned by Dial and New, together with
+	// ErrInvalidOptions, when the namespace is laid out with another shard
+	// count than Options.Shards (a sharded namespace opened unsharded, or
+	// the other way round, or with another count): its names live in
+	// other shards, and the session could grant what another holds. The
+	// error says which count the namespace has. A sharded session's call
+	// that opens the lease copy of a shard can return it too, when the
+	// namespace was laid out anew after Redis lost its data.
+	ErrShardsMismatch = lease.ErrShardsMismatch
+
 	// ErrNilSession is the error of every call of a primitive made with a
 	// nil *Session (mutex.New(nil, name), ...): Session.Err returns it for
 	// a nil receiver.

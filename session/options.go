@@ -99,7 +99,27 @@ type Options struct {
 	// Sentinel or Cluster a client holds a connection per node, and the
 	// session ignores Conn. nil: none.
 	Conn *rueidis.ClientOption
+
+	// Shards splits the namespace into this many hash slots, so that one
+	// namespace uses every master of a Redis Cluster: each name lives in
+	// exactly one shard (FNV-1a of the name modulo Shards), and every
+	// primitive works on it unchanged. 0 or 1: unsharded, the layout of
+	// every release before; at most MaxShards.
+	//
+	// The shard count is part of the namespace: every session of it must
+	// use the same one, and a session with another is refused with an
+	// error matching ErrInvalidOptions (a rolling deploy cannot change it:
+	// stop the namespace's processes and delete its keys first). A sharded
+	// session keeps one lease copy per shard it has used, opened on first
+	// use; losing one (its master restarted empty, flushed, or failed over
+	// without it) ends the holds of that shard only, with ErrLeaseLost,
+	// and the shard's next use opens a new copy. The session itself ends
+	// only on Close. See docs/design.md, "A namespace across a Cluster".
+	Shards int
 }
+
+// MaxShards is the largest Options.Shards.
+const MaxShards = lease.MaxShards
 
 // DefaultRestartGrace is the restart grace of every session whose TTL is
 // no longer (see Options.RestartGrace).

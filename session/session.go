@@ -17,7 +17,8 @@ import (
 // A Session is safe for concurrent use. Once ended (Close, or lease lost) it
 // stays ended; create a new one (or use a Manager) to continue.
 type Session struct {
-	l *lease.Session // immutable; the lease and its heartbeat goroutine
+	l *lease.Session // immutable; the lease and its heartbeat goroutine; nil when sharded
+	g *lease.Group   // immutable; the shards' lease copies when Options.Shards > 1, else nil
 }
 
 // Hold is something a session holds: a mutex, permits of a semaphore, a key
@@ -42,6 +43,7 @@ func init() {
 			return &p.h, p
 		},
 		Session: func(pub any) *lease.Session { return pub.(*Session).l },
+		Group:   func(pub any) *lease.Group { return pub.(*Session).g },
 		Hold:    func(pub any) *lease.Hold { return &pub.(*Hold).h },
 	})
 }
@@ -54,11 +56,18 @@ func init() {
 // Options.Conn). ctx bounds only the creation of the session (the first
 // lease grant), not its life.
 func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, error) {
+	if o.Shards > 1 {
+		g, err := lease.DialGroup(ctx, opt, lease.Options(o))
+		if err != nil {
+			return nil, err
+		}
+		return &Session{g: g}, nil
+	}
 	l, err := lease.Dial(ctx, opt, lease.Options(o))
 	if err != nil {
 		return nil, err
 	}
-	return &Session{l}, nil
+	return &Session{l: l}, nil
 }
 
 // New opens a session on a client the caller owns and keeps open until after
@@ -78,22 +87,46 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 // rueidis.NewClient builds it, and a rueidis.Client neither reports nor
 // changes them.
 func New(ctx context.Context, c rueidis.Client, o Options) (*Session, error) {
+	if o.Shards > 1 {
+		g, err := lease.NewGroup(ctx, c, lease.Options(o))
+		if err != nil {
+			return nil, err
+		}
+		return &Session{g: g}, nil
+	}
 	l, err := lease.New(ctx, c, lease.Options(o))
 	if err != nil {
 		return nil, err
 	}
-	return &Session{l}, nil
+	return &Session{l: l}, nil
 }
 
 // ID returns the session id, unique per session; a new session gets a new id.
-func (s *Session) ID() string { return s.l.ID() }
+func (s *Session) ID() string {
+	if s.g != nil {
+		return s.g.ID()
+	}
+	return s.l.ID()
+}
 
 // Context returns a context canceled when the session ends. context.Cause
-// tells why: ErrClosed, or an error matching ErrLeaseLost.
-func (s *Session) Context() context.Context { return s.l.Context() }
+// tells why: ErrClosed, or an error matching ErrLeaseLost. A sharded
+// session (Options.Shards) ends only on Close: the loss of one shard's
+// lease copy ends that shard's holds, not the session.
+func (s *Session) Context() context.Context {
+	if s.g != nil {
+		return s.g.Context()
+	}
+	return s.l.Context()
+}
 
 // Done returns a channel closed when the session ends.
-func (s *Session) Done() <-chan struct{} { return s.l.Done() }
+func (s *Session) Done() <-chan struct{} {
+	if s.g != nil {
+		return s.g.Done()
+	}
+	return s.l.Done()
+}
 
 // Err returns nil while the session is alive, else why it ended. Like
 // Hold.Err, it reports the loss as soon as the local deadline has passed.
@@ -106,14 +139,24 @@ func (s *Session) Err() error {
 	if s == nil {
 		return ErrNilSession // a primitive built on no session: its calls fail with this
 	}
+	if s.g != nil {
+		return s.g.Err()
+	}
 	return s.l.Err()
 }
 
 // Deadline returns the local lease deadline: the instant until which the
 // lease is proven alive by the last confirmed heartbeat. It moves forward with
 // every confirmed heartbeat; when it passes, the session ends with
-// ErrLeaseLost.
-func (s *Session) Deadline() time.Time { return s.l.Deadline() }
+// ErrLeaseLost. For a sharded session it is the earliest deadline of its
+// live lease copies, each of which ends its own shard's holds when it
+// passes, and the zero time while it has none.
+func (s *Session) Deadline() time.Time {
+	if s.g != nil {
+		return s.g.Deadline()
+	}
+	return s.l.Deadline()
+}
 
 // Close releases every hold (handing each to its next waiter), deletes the
 // lease, cancels the contexts of the session and its holds with ErrClosed and
@@ -123,16 +166,31 @@ func (s *Session) Deadline() time.Time { return s.l.Deadline() }
 // when the client gives up on them (soon for a client opened by Dial, whose
 // Close finishes in the background if it would take Close past the TTL). It
 // is idempotent; it returns an error only when the cleanup in Redis failed.
-func (s *Session) Close() error { return s.l.Close() }
+func (s *Session) Close() error {
+	if s.g != nil {
+		return s.g.Close()
+	}
+	return s.l.Close()
+}
 
 // Options returns the session's options with defaults filled in.
-func (s *Session) Options() Options { return Options(s.l.Options()) }
+func (s *Session) Options() Options {
+	if s.g != nil {
+		return Options(s.g.Options())
+	}
+	return Options(s.l.Options())
+}
 
 // Client returns the client the session runs its calls on: the one given
 // to New, or the one Dial built, which the session owns and closes with
 // it. It is for what needs a client of the same Redis besides the
 // session, such as fence.New; do not close it.
-func (s *Session) Client() rueidis.Client { return s.l.Client() }
+func (s *Session) Client() rueidis.Client {
+	if s.g != nil {
+		return s.g.Client()
+	}
+	return s.l.Client()
+}
 
 // Resource returns what is held: the mutex or election name, or the pool key
 // that was claimed.

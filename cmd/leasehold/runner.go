@@ -460,7 +460,7 @@ func (c claim) blocks() bool { return !c.wait.set || c.wait.d > 0 }
 // pending restart grace.
 func (c claim) acquire(wctx context.Context) (*session.Hold, error) {
 	if c.blocks() {
-		if gr, ok := sessionGrace(wctx, c.s); ok && gr.pending() {
+		if gr, ok := sessionGrace(wctx, c.s, c.t.name); ok && gr.pending() {
 			fmt.Fprintf(os.Stderr, "leasehold: %s: waiting: %v\n", c.what(), gr)
 		}
 	}
@@ -487,7 +487,7 @@ func (c claim) failure(ctx, wctx context.Context, err error) error {
 			return refused
 		}
 	case errors.Is(err, errWaited):
-		if gr, ok := sessionGrace(ctx, c.s); ok && gr.pending() {
+		if gr, ok := sessionGrace(ctx, c.s, c.t.name); ok && gr.pending() {
 			return fail(exitNotAcquired, "%s still not acquired after %v (--wait): %v", c.what(), round(c.wait.d), gr)
 		}
 		return fail(exitNotAcquired, "%s still not acquired after %v (--wait)", c.what(), round(c.wait.d))
@@ -501,7 +501,7 @@ func (c claim) failure(ctx, wctx context.Context, err error) error {
 // session.ErrRestartGrace; the marker read here adds how long ago Redis
 // lost its data.
 func (c claim) tryRefused(ctx context.Context, err error) error {
-	if gr, ok := sessionGrace(ctx, c.s); ok && gr.pending() {
+	if gr, ok := sessionGrace(ctx, c.s, c.t.name); ok && gr.pending() {
 		return fail(exitNotAcquired, "%s not acquired (--wait 0): %v", c.what(), gr)
 	}
 	if errors.Is(err, session.ErrRestartGrace) {
@@ -514,13 +514,13 @@ func (c claim) tryRefused(ctx context.Context, err error) error {
 	return nil
 }
 
-// sessionGrace reads the restart grace through s's client; ok is false when
-// it could not be read (the caller then says what it would have said
-// without a grace).
-func sessionGrace(ctx context.Context, s *session.Session) (grace, bool) {
+// sessionGrace reads the restart grace of the shard of resource name
+// through s's client; ok is false when it could not be read (the caller
+// then says what it would have said without a grace).
+func sessionGrace(ctx context.Context, s *session.Session, name string) (grace, bool) {
 	ctx, cancel := context.WithTimeout(ctx, graceReadTimeout)
 	defer cancel()
-	gr, err := readGrace(ctx, hook.Env(s))
+	gr, err := readGrace(ctx, hook.Env(s, name))
 	return gr, err == nil
 }
 

@@ -6,6 +6,8 @@ package hook
 
 import (
 	"context"
+	"fmt"
+
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasehold/leasehold/internal/lease"
@@ -13,11 +15,25 @@ import (
 	"github.com/leasehold/leasehold/session"
 )
 
-// Lease returns the lease behind s.
-func Lease(s *session.Session) *lease.Session { return lease.Of(s) }
+// LeaseFor returns the lease that s's calls for resource name run on: s's
+// own, or when s is sharded (Options.Shards) the lease copy of name's shard,
+// opened on first use within ctx (see lease.Group.For).
+func LeaseFor(ctx context.Context, s *session.Session, name string) (*lease.Session, error) {
+	return lease.For(ctx, s, name)
+}
 
-// Env returns what s's primitives need to run their scripts.
-func Env(s *session.Session) scripts.Env { return lease.Of(s).Env() }
+// Env returns what s's calls for resource name need to run the scripts
+// that need no lease (inspect, reset, stats): the keys of name's shard.
+func Env(s *session.Session, name string) scripts.Env { return lease.EnvFor(s, name) }
+
+// Go runs f in a goroutine that s owns (see lease.Session.Go); ctx is
+// canceled when s ends.
+func Go(s *session.Session, f func(ctx context.Context)) bool {
+	if g := lease.GroupOf(s); g != nil {
+		return g.Go(f)
+	}
+	return lease.Of(s).Go(f)
+}
 
 // Refusal returns err matching session.ErrRedisRefused when Redis refused
 // the call for a reason retrying cannot fix (see lease.Refusal): every
@@ -32,7 +48,14 @@ func Claim(ctx context.Context, s *session.Session, r scripts.Resource, wait boo
 	if s == nil {
 		return nil, session.ErrNilSession
 	}
-	pub, err := lease.Of(s).ClaimPublic(ctx, r, wait)
+	if err := lease.CheckName(r.Name); err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Kind, err) // as Claim: nothing, not even a shard's lease copy, is created
+	}
+	l, err := lease.For(ctx, s, r.Name)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := l.ClaimPublic(ctx, r, wait)
 	if err != nil {
 		return nil, err
 	}

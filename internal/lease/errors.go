@@ -58,6 +58,9 @@ var (
 	// version older than the oldest one leasehold supports (MinRedis); the
 	// error names both, and matches ErrRedisRefused too.
 	ErrUnsupportedRedis = errors.New("session: unsupported Redis version")
+
+	// ErrShardsMismatch is session.ErrShardsMismatch.
+	ErrShardsMismatch = scripts.ErrShardsMismatch
 )
 
 // redisErr returns err, the error of what (a phrase such as "open lease"),

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 // Options is session.Options: the same fields in the same order, so that
@@ -29,7 +31,11 @@ type Options struct {
 	Logger              *slog.Logger
 	Metrics             prometheus.Registerer
 	Conn                *rueidis.ClientOption
+	Shards              int
 }
+
+// MaxShards is session.MaxShards.
+const MaxShards = scripts.MaxShards
 
 // DefaultRestartGrace is the restart grace of a session whose TTL is no
 // longer: one value for every such session, so that sessions of one
@@ -100,6 +106,12 @@ func (o Options) WithDefaults() (Options, error) {
 	}
 	if o.ReplicaAckTimeout > o.TTL/2 {
 		return bad("ReplicaAckTimeout %v above TTL/2", o.ReplicaAckTimeout)
+	}
+	if o.Shards < 0 || o.Shards > MaxShards {
+		return bad("Shards %d outside 0..%d", o.Shards, MaxShards)
+	}
+	if o.Shards == 0 {
+		o.Shards = 1
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

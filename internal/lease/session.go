@@ -28,6 +28,7 @@ type Session struct {
 	id         string                  // immutable
 	own        bool                    // immutable: Close closes env.C
 	lane       *conn.Lane              // immutable: the session's connection for its calls (see Options.Conn); nil for none
+	ownLane    bool                    // immutable: Close closes lane (a shard copy shares its Group's)
 	base       time.Time               // immutable: monotonic origin of deadline
 	ctx        context.Context         // immutable; canceled by end (the loop)
 	cancel     context.CancelCauseFunc // immutable; called only by end (the loop)
@@ -46,7 +47,7 @@ type Session struct {
 	subOK   atomic.Bool                   // ownChannel subscribed (read by Claim's fast path)
 	recheck atomic.Pointer[chan struct{}] // swapped and closed by the loop when notifications may have been missed
 
-	nextHold atomic.Uint64 // hold id counter; any goroutine (Claim)
+	nextHold *atomic.Uint64 // hold id counter, shared by a Group's copies; any goroutine (Claim)
 
 	holds    holdTable // guarded by holds.mu: grants and releases, and the loop
 	waiters  waiters   // guarded by waiters.mu: Claim adds and removes, rueidis' reader delivers
@@ -65,9 +66,18 @@ type Session struct {
 
 // Dial is session.Dial.
 func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, error) {
+	return dialWith(ctx, opt, o, func(c rueidis.Client, o Options) (*Session, error) {
+		return open(ctx, c, o, true, nil)
+	})
+}
+
+// dialWith validates o, builds the client Dial builds and runs open on it,
+// closing the client when open fails.
+func dialWith[T any](ctx context.Context, opt rueidis.ClientOption, o Options, open func(rueidis.Client, Options) (T, error)) (T, error) {
+	var zero T
 	o, err := o.WithDefaults()
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	opt = clientOptions(opt, o.TTL)
 	if o.Conn == nil {
@@ -76,12 +86,12 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 	}
 	c, err := conn.NewClient(ctx, opt)
 	if err != nil {
-		return nil, redisErr("dial", err)
+		return zero, redisErr("dial", err)
 	}
-	s, err := open(ctx, c, o, true)
+	s, err := open(c, o)
 	if err != nil {
 		go c.Close() // closing a connection to a silent server takes up to a second
-		return nil, err
+		return zero, err
 	}
 	return s, nil
 }
@@ -105,10 +115,23 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return open(ctx, c, o, false)
+	if o.Shards > 1 {
+		return nil, fmt.Errorf("%w: a sharded session is a Group (NewGroup)", ErrInvalidOptions)
+	}
+	return open(ctx, c, o, false, nil)
 }
 
-func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session, error) {
+// shardSpec makes a session one lease copy of a Group: in shard k of the
+// namespace, with a given id, on the Group's connection and hold counter.
+type shardSpec struct {
+	k        int
+	id       string
+	lane     *conn.Lane
+	guard    func(context.Context) error
+	nextHold *atomic.Uint64
+}
+
+func open(ctx context.Context, c rueidis.Client, o Options, own bool, sp *shardSpec) (*Session, error) {
 	met, err := newMetrics(o.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("session: metrics: %w", err)
@@ -118,35 +141,47 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		ctx, cancel = context.WithTimeout(ctx, o.TTL)
 		defer cancel()
 	}
-	if err := checkVersion(ctx, conn.Bound(c)); err != nil { // Bound: a redial must not hold it past ctx
-		return nil, err
-	}
-	var lane *conn.Lane
-	if o.Conn != nil && c.Mode() == rueidis.ClientModeStandalone { // see conn.Lane
-		if lane, err = conn.NewLane(ctx, clientOptions(*o.Conn, o.TTL)); err != nil {
-			return nil, redisErr("dial the session's connection", err)
+	keys, lane, ownLane := scripts.NewKeys(o.Namespace), (*conn.Lane)(nil), false
+	if sp != nil {
+		keys, lane = scripts.ShardKeys(o.Namespace, sp.k), sp.lane // the Group checked the version
+	} else {
+		if err := checkVersion(ctx, conn.Bound(c)); err != nil { // Bound: a redial must not hold it past ctx
+			return nil, err
 		}
+		if lane, err = newLane(ctx, c, o); err != nil {
+			return nil, err
+		}
+		ownLane = lane != nil
 	}
 	lq := newLogQueue()
 	s := &Session{
 		met:  met,
 		logq: lq,
 		env: scripts.Env{
-			C:          conn.BoundLane(c, lane),
-			K:          scripts.NewKeys(o.Namespace),
-			Sharded:    c.Mode() == rueidis.ClientModeCluster,
+			C: conn.BoundLane(c, lane),
+			K: keys,
+			// A sharded namespace notifies with PUBLISH even on a
+			// cluster: its copies' channels are in many slots (see
+			// docs/design.md, "A namespace across a Cluster").
+			Sharded:    c.Mode() == rueidis.ClientModeCluster && o.Shards <= 1,
 			Grace:      o.RestartGrace,
 			Acks:       o.ReplicaAck,
 			AckTimeout: o.ReplicaAckTimeout,
 			Log:        lq.logger(o.Logger.Handler()),
 			LockDelay:  o.LockDelay,
 			TTL:        o.TTL,
+			Shards:     o.Shards,
 		}.Prepared(),
-		opt:    o,
-		own:    own,
-		lane:   lane,
-		reqs:   make(chan func(*loop), 64),
-		exited: make(chan struct{}),
+		opt:      o,
+		own:      own,
+		lane:     lane,
+		ownLane:  ownLane,
+		reqs:     make(chan func(*loop), 64),
+		exited:   make(chan struct{}),
+		nextHold: new(atomic.Uint64),
+	}
+	if sp != nil {
+		s.env.Guard, s.nextHold = sp.guard, sp.nextHold
 	}
 	s.waiters.m = make(map[string]*waitEntry)
 	s.holds.m = make(map[string]*Hold)
@@ -159,13 +194,16 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 	defer func() {
 		if !opened {
 			lq.close()
-			if lane != nil {
+			if ownLane {
 				go lane.Close()
 			}
 		}
 	}()
 	for range 3 { // a taken id is astronomically unlikely; retry anyway
 		s.id = newID()
+		if sp != nil {
+			s.id = sp.id
+		}
 		sent := time.Now()
 		// A grant confirmed after its own deadline would be a lost session.
 		octx, cancel := context.WithDeadline(ctx, clock.Deadline(sent, o.TTL))
@@ -174,8 +212,8 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		if err == nil && ok && !time.Now().Before(clock.Deadline(sent, o.TTL)) {
 			err = errors.New("lease confirmed after its deadline")
 		}
-		if errors.Is(err, scripts.ErrGraceMismatch) {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
+		if errors.Is(err, scripts.ErrGraceMismatch) || errors.Is(err, scripts.ErrShardsMismatch) {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 		}
 		if err != nil {
 			return nil, redisErr("open lease", err)
@@ -194,6 +232,19 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool) (*Session,
 		}
 	}
 	return nil, errors.New("session: could not find a free session id")
+}
+
+// newLane dials the session's own connection when o asks for one and c is
+// a standalone client (see conn.Lane); nil otherwise.
+func newLane(ctx context.Context, c rueidis.Client, o Options) (*conn.Lane, error) {
+	if o.Conn == nil || c.Mode() != rueidis.ClientModeStandalone {
+		return nil, nil
+	}
+	lane, err := conn.NewLane(ctx, clientOptions(*o.Conn, o.TTL))
+	if err != nil {
+		return nil, redisErr("dial the session's connection", err)
+	}
+	return lane, nil
 }
 
 func newID() string {
@@ -258,10 +309,12 @@ func (s *Session) Close() error {
 		// let it finish on its own.
 		t := time.NewTimer(max(time.Until(cutoff), 0))
 		defer t.Stop()
-		if s.own || s.lane != nil {
+		if s.own || s.ownLane {
 			closed := make(chan struct{})
 			go func() {
-				s.lane.Close()
+				if s.ownLane {
+					s.lane.Close()
+				}
 				if s.own {
 					s.env.C.Close()
 				}

@@ -116,21 +116,34 @@ func (k Keys) KeptWaiting(r Resource) (keys []string, held int) {
 }
 
 // ParseEpoch reads an epoch marker value "<until>|<grace>" (see
-// common.lua grace_left): the server time (ms) until which grants are
-// refused, 0 for none, and the namespace's restart grace, 0 when none is
-// recorded.
+// common.lua grace_left), "<until>|<grace>|<shards>" in a shard of a
+// sharded namespace: the server time (ms) until which grants are refused, 0
+// for none, and the namespace's restart grace, 0 when none is recorded.
 func ParseEpoch(v string) (untilMs int64, grace time.Duration, ok bool) {
-	u, g, hasGrace := strings.Cut(v, "|")
-	untilMs, err := strconv.ParseInt(u, 10, 64)
-	if err != nil {
-		return 0, 0, false
+	untilMs, grace, _, ok = parseEpoch(v)
+	return untilMs, grace, ok
+}
+
+// parseEpoch is ParseEpoch, with the shard count recorded (1 when none).
+func parseEpoch(v string) (untilMs int64, grace time.Duration, shards int, ok bool) {
+	parts := strings.Split(v, "|")
+	if len(parts) > 3 {
+		return 0, 0, 0, false
 	}
-	if hasGrace {
-		ms, err := strconv.ParseInt(g, 10, 64)
+	nums := make([]int64, len(parts))
+	for i, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
 		if err != nil {
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
-		grace = time.Duration(ms) * time.Millisecond
+		nums[i] = n
 	}
-	return untilMs, grace, true
+	shards = 1
+	if len(nums) > 1 {
+		grace = time.Duration(nums[1]) * time.Millisecond
+	}
+	if len(nums) > 2 {
+		shards = int(nums[2])
+	}
+	return nums[0], grace, shards, true
 }

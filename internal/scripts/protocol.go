@@ -42,6 +42,7 @@ const (
 	replyGrace          = -8  // acquire without queueing, not granted during a restart grace: {-8, grace ms left}
 	replySlow           = -9  // a batch script's reply for one call its fast path does not cover (see batch.go)
 	replyGraceMismatch  = -10 // session open: {-10, the namespace's restart grace ms}
+	replyShardsMismatch = -11 // session open: {-11, the namespace's shard count, 0 for a sharded namespace's guard}
 )
 
 // Heartbeat replies: {1, key codes, replication id, server ms, revoked hold
@@ -67,6 +68,14 @@ const (
 	replyIDTaken = 0
 )
 
+// The guard of a sharded namespace (shards_guard.lua): {1, shards,
+// version}, {0} or {-1}.
+const (
+	replyGuardFound     = 1
+	replyGuardMissing   = 0
+	replyGuardUnsharded = -1
+)
+
 // protocolConsts are the reply codes above, the release outcomes and the
 // key infixes of keys.go, as the scripts name them: the scripts return
 // {R_GRANTED, token}, not {1, token}, and build a lease key as p .. K_LEASE
@@ -86,11 +95,15 @@ var protocolConsts = []luaConst{
 	{"R_GRACE", replyGrace},
 	{"R_SLOW", replySlow},
 	{"R_GRACE_MISMATCH", replyGraceMismatch},
+	{"R_SHARDS_MISMATCH", replyShardsMismatch},
 	{"HB_RENEWED", replyRenewed},
 	{"HB_GONE", replyGone},
 	{"HB_RECLAIMABLE", replyReclaimable},
 	{"RECLAIM_NONE", replyReclaimed},
 	{"RECLAIM_LOST", replyReclaimLost},
+	{"GUARD_FOUND", replyGuardFound},
+	{"GUARD_MISSING", replyGuardMissing},
+	{"GUARD_UNSHARDED", replyGuardUnsharded},
 	{"OPEN_CREATED", replyOpened},
 	{"OPEN_TAKEN", replyIDTaken},
 	{"REL_NOT_FOUND", int(NotFound)},
@@ -112,7 +125,7 @@ var protocolConsts = []luaConst{
 }
 
 // luaProtocolName matches the names of protocolConsts in a script.
-var luaProtocolName = regexp.MustCompile(`\b(?:R|HB|REL|RECLAIM|OPEN|K|P)_[A-Z_]+\b`)
+var luaProtocolName = regexp.MustCompile(`\b(?:R|HB|REL|RECLAIM|OPEN|GUARD|K|P)_[A-Z_]+\b`)
 
 // protocolLocals returns one Lua statement declaring the protocolConsts
 // that text names and declared does not hold yet, and adds them to

@@ -3,14 +3,17 @@
 -- holds with their old tokens, during the restart grace only.
 -- KEYS[1] lease {ns}:s:<sid>   KEYS[2] {ns}:epoch
 -- ARGV[1] prefix {ns}:   ARGV[2] owner   ARGV[3] ttl ms   ARGV[4] lock delay ms
--- ARGV[5..] groups of 6: kind ("m" "sem" "pool" "el" "rw"), name, hold id, token,
+-- ARGV[5] the session's shard count
+-- ARGV[6..] groups of 6: kind ("m" "sem" "pool" "el" "rw"), name, hold id, token,
 -- n (semaphore permits), extra (semaphore: limit; pool: member; election: value;
 -- rwmutex: "r" for a read hold, "w" for a write one)
 -- Returns {1, the namespace's restart grace ms (0 when none is recorded),
 -- hold ids that could not be reclaimed...}; {0} when the lease
 -- exists (renewed, nothing to reclaim); {-6} when not in a restart grace
--- (the lease was lost for real: the session must end); {-5} when the epoch
--- marker is missing.
+-- (the lease was lost for real: the session must end) or when the marker
+-- records another shard count (a session of another layout recreated it:
+-- its names map to other shards, so nothing may be reclaimed here); {-5}
+-- when the epoch marker is missing.
 -- Within the grace nobody else can be granted anything, and every session
 -- that held something before the loss either reclaims it before its own
 -- local deadline or is gone, so a reclaim can only meet another reclaim of
@@ -28,7 +31,7 @@ local epoch = redis.call('GET', KEYS[2])
 local grace = grace_left(p, epoch)
 if grace < 0 then
   return {R_EPOCH_MISSING}
-elseif grace == 0 then
+elseif grace == 0 or epoch_shards(epoch) ~= tonumber(ARGV[5]) then
   return {R_NOT_RECLAIMABLE}
 end
 -- 'g': a grace is pending (see check_caller).
@@ -86,7 +89,7 @@ local function mutex(m, q, hid, tok)
 end
 
 local lost = {RECLAIM_LOST, epoch_grace(epoch) or 0}
-for i = 5, #ARGV, 6 do
+for i = 6, #ARGV, 6 do
   local kind, name, hid, tok, n, extra = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), ARGV[i + 5]
   local ok = false
   if kind == 'm' then

@@ -8,6 +8,7 @@ var registry = map[string]*Script{
 	"heartbeat.lua":               heartbeat,
 	"session_close.lua":           sessionClose,
 	"epoch_init.lua":              epochInit,
+	"shards_guard.lua":            shardsGuard,
 	"reclaim.lua":                 reclaim,
 	"verify.lua":                  verify,
 	"mutex_acquire.lua":           mutexAcquire,

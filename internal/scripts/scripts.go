@@ -128,6 +128,12 @@ type Env struct {
 	Log        *slog.Logger  // nil: no logs
 	LockDelay  time.Duration // the session's Options.LockDelay
 	TTL        time.Duration // the session's Options.TTL; 0 for the default, 10 s
+	// Shards is the namespace's shard count, recorded in the epoch marker
+	// of each shard (0 or 1: unsharded, K is the namespace's; above 1: K
+	// is one shard's, see ShardKeys). Guard, when set, runs before a
+	// shard's epoch marker is recreated (see InitEpoch and GuardShards).
+	Shards int
+	Guard  func(context.Context) error
 
 	// graceSeen is the longest restart grace (ms) the session found
 	// recorded for the namespace (set by Prepared; see InitEpoch).
@@ -300,8 +306,18 @@ func retryEpoch[T any](ctx context.Context, e Env, call func() (v T, missing boo
 // InitEpoch recreates the epoch marker after Redis lost its data: grants are
 // refused for the restart grace from now (see epoch_init.lua), the
 // session's own or the namespace's it knows of, whichever is longer.
+//
+// In a shard of a sharded namespace, Guard checks first that the namespace
+// still has the session's shard count: a marker is recreated only where no
+// session of another layout can have established itself.
 func (e Env) InitEpoch(ctx context.Context) error {
-	left, err := epochInit.Exec(ctx, e.C, []string{e.K.Epoch()}, []string{ms(e.grace())}).AsInt64()
+	if e.Shards > 1 && e.Guard != nil {
+		if err := e.Guard(ctx); err != nil {
+			return err
+		}
+	}
+	left, err := epochInit.Exec(ctx, e.C, []string{e.K.Epoch()},
+		[]string{ms(e.grace()), strconv.Itoa(e.shards())}).AsInt64()
 	if err == nil && left > 0 && e.Log != nil {
 		e.Log.Warn("namespace data missing (Redis lost its data, or the namespace is new): "+
 			"grants wait out the restart grace", "namespace", e.K.Namespace(),
@@ -477,7 +493,7 @@ func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay ti
 	}
 	o, err := retryEpoch(ctx, e, func() (opened, bool, error) {
 		v, err := sessionOpen.Exec(ctx, e.C, []string{e.K.Lease(sid)},
-			[]string{owner, ms(ttl), ms(lockDelay), e.K.Prefix, ms(e.Grace)}).ToArray()
+			[]string{owner, ms(ttl), ms(lockDelay), e.K.Prefix, ms(e.Grace), strconv.Itoa(e.shards())}).ToArray()
 		if err != nil {
 			return opened{}, false, err
 		}
@@ -490,6 +506,15 @@ func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay ti
 			return opened{}, false, nil
 		case replyEpochMissing:
 			return opened{}, true, nil
+		case replyShardsMismatch:
+			if len(v) != 2 || num(v[1], &g) != nil {
+				return opened{}, false, errReply
+			}
+			if g == 0 {
+				return opened{}, false, fmt.Errorf("%w: namespace %q is sharded (see Options.Shards)", ErrShardsMismatch, e.K.Namespace())
+			}
+			return opened{}, false, fmt.Errorf("%w: %q records %d shards, this session has %d",
+				ErrShardsMismatch, e.K.Namespace(), g, e.shards())
 		case replyGraceMismatch:
 			if len(v) != 2 || num(v[1], &g) != nil {
 				return opened{}, false, errReply
@@ -651,8 +676,8 @@ func (e Env) Verify(ctx context.Context, sid string, holds []Held) ([]string, er
 // its data, during the restart grace. It returns the hold ids that could not
 // be reclaimed, or ErrNotReclaimable.
 func (e Env) Reclaim(ctx context.Context, sid, owner string, ttl, lockDelay time.Duration, holds []Held) ([]string, error) {
-	args := make([]string, 0, 4+6*len(holds))
-	args = append(args, e.K.Prefix, owner, ms(ttl), ms(lockDelay))
+	args := make([]string, 0, 5+6*len(holds))
+	args = append(args, e.K.Prefix, owner, ms(ttl), ms(lockDelay), strconv.Itoa(e.shards()))
 	for _, h := range holds {
 		args = append(args, h.R.Kind.short(), h.R.Name, h.HoldID, strconv.FormatInt(h.Token, 10),
 			strconv.FormatInt(h.R.N, 10), h.extra())

@@ -5,6 +5,7 @@ package testutil
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,7 +29,11 @@ func ClientOption(addr string) rueidis.ClientOption {
 // the restart grace of a freshly started Redis does not delay the test.
 func Dial(t testing.TB, addr, ns string, o session.Options) *session.Session {
 	t.Helper()
-	InitEpoch(t, addr, ns)
+	if o.Shards > 1 {
+		InitShards(t, addr, ns, o.Shards)
+	} else {
+		InitEpoch(t, addr, ns)
+	}
 	o.Namespace = ns
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -138,5 +143,14 @@ func Crashable(t testing.TB, ctx context.Context, addr, ns string, o session.Opt
 		if err := probe.Do(ctx, probe.B().Del().Key("{"+ns+"}:s:"+s.ID()).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// InitShards is InitEpoch for each shard of a namespace of n shards
+// (session.Options.Shards): the first session records the shard count.
+func InitShards(t testing.TB, addr, ns string, n int) {
+	t.Helper()
+	for k := range n {
+		InitEpoch(t, addr, fmt.Sprintf("%s#%d", ns, k))
 	}
 }

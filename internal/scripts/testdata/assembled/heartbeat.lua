@@ -305,10 +305,19 @@ end
 -- verify a session (see scripts.go); not a script of its own.
 
 -- epoch_grace returns the restart grace (ms, a number) recorded in epoch
--- marker value v ("<until>|<grace>"), or nil when none is recorded.
+-- marker value v ("<until>|<grace>", or "<until>|<grace>|<shards>" in a
+-- shard of a sharded namespace), or nil when none is recorded.
 local function epoch_grace(v)
-  local g = string.match(v or '', '|(%d+)$')
+  local g = string.match(v or '', '^%d+|(%d+)')
   return g and tonumber(g)
+end
+
+-- epoch_shards returns the shard count recorded in epoch marker value v
+-- (a number): 1 for a marker without one, which is an unsharded
+-- namespace's (see docs/design.md, "A namespace across a Cluster").
+local function epoch_shards(v)
+  local n = string.match(v or '', '^%d+|%d+|(%d+)$')
+  return n and tonumber(n) or 1
 end
 
 -- repl_id returns the replication id of the server running the script

@@ -1,0 +1,279 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/conn"
+	"github.com/leasehold/leasehold/internal/scripts"
+)
+
+// Group is a sharded session (Options.Shards > 1): one id and, per shard of
+// the namespace the session has used, a lease copy. A copy is a Session of
+// its own on the shard's keys {ns#k}: (see scripts.ShardKeys), with every
+// guarantee of an unsharded session inside its shard: its lease, heartbeat,
+// restart grace, reclaim and loss. It is opened on the first call for a
+// name of its shard, and replaced on the first call after it ended; a
+// grant checks the copy of its own shard, in the same script as today, so
+// none of the single-slot safety arguments changes. What binds the shards
+// together is the shard count, recorded in the namespace's guard and in
+// every shard's epoch marker (see scripts.GuardShards): a session with
+// another count is refused before it can grant anything.
+//
+// The Group itself ends only on Close: a copy's loss ends the holds of its
+// shard (ErrLeaseLost), as an unsharded session's loss ends all of its
+// holds, and the next call in that shard opens a new copy, under the
+// shard's restart grace when its data was lost.
+type Group struct {
+	c        rueidis.Client // immutable: the client as given (Client, and closed by Close when own)
+	bound    rueidis.Client // immutable: c bound for calls (conn.Bound)
+	own      bool           // immutable: Close closes c
+	opt      Options        // immutable: with defaults
+	id       string         // immutable
+	lane     *conn.Lane     // immutable: shared by the copies; nil for none
+	envs     []scripts.Env  // immutable: per shard, for the calls that need no lease copy
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	nextHold atomic.Uint64 // the copies' hold id counter: hold ids stay unique across shards
+	shards   []groupShard
+
+	retired sync.WaitGroup // the Close of copies that ended and were replaced
+
+	goMu     sync.Mutex
+	goClosed bool
+	goWG     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type groupShard struct {
+	opening chan struct{}           // buffer 1: held while a copy is opened or closed
+	cur     atomic.Pointer[Session] // the current copy, nil before the first use
+	gen     int                     // guarded by opening: copies opened so far
+}
+
+// DialGroup is Dial for a sharded session.
+func DialGroup(ctx context.Context, opt rueidis.ClientOption, o Options) (*Group, error) {
+	return dialWith(ctx, opt, o, func(c rueidis.Client, o Options) (*Group, error) {
+		return openGroup(ctx, c, o, true)
+	})
+}
+
+// NewGroup is New for a sharded session.
+func NewGroup(ctx context.Context, c rueidis.Client, o Options) (*Group, error) {
+	o, err := o.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return openGroup(ctx, c, o, false)
+}
+
+func openGroup(ctx context.Context, c rueidis.Client, o Options, own bool) (*Group, error) {
+	if o.Shards < 2 {
+		return nil, fmt.Errorf("%w: a Group needs Shards > 1", ErrInvalidOptions)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.TTL)
+		defer cancel()
+	}
+	bound := conn.Bound(c)
+	if err := checkVersion(ctx, bound); err != nil {
+		return nil, err
+	}
+	g := &Group{c: c, bound: bound, own: own, opt: o, id: newID(), shards: make([]groupShard, o.Shards)}
+	if err := g.checkShards(ctx); err != nil {
+		return nil, err
+	}
+	lane, err := newLane(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	g.lane = lane
+	g.envs = make([]scripts.Env, o.Shards)
+	for k := range g.shards {
+		g.shards[k].opening = make(chan struct{}, 1)
+		g.envs[k] = scripts.Env{
+			C: conn.BoundLane(c, lane), K: scripts.ShardKeys(o.Namespace, k),
+			Grace: o.RestartGrace, Acks: o.ReplicaAck, AckTimeout: o.ReplicaAckTimeout,
+			Log: o.Logger, LockDelay: o.LockDelay, TTL: o.TTL, Shards: o.Shards, Guard: g.checkShards,
+		}
+	}
+	g.ctx, g.cancel = context.WithCancelCause(context.Background())
+	o.Logger.Debug("sharded session opened", "session", g.id, "shards", o.Shards)
+	return g, nil
+}
+
+// checkShards makes sure that the namespace has the group's shard count
+// (scripts.GuardShards): at open, and before a shard's epoch marker is
+// recreated after a data loss.
+func (g *Group) checkShards(ctx context.Context) error {
+	err := scripts.GuardShards(ctx, g.bound, g.opt.Namespace, g.opt.Shards)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, scripts.ErrShardsMismatch):
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	return redisErr("check the namespace's shard count", err)
+}
+
+// For returns the lease copy of the shard name lives in, opening one when
+// the shard has none or its copy has ended. The copy's open is bounded by
+// ctx and by the group's end.
+func (g *Group) For(ctx context.Context, name string) (*Session, error) {
+	k := scripts.ShardOf(name, g.opt.Shards)
+	if s := g.shards[k].cur.Load(); s != nil && s.usable() == nil {
+		return s, nil
+	}
+	return g.open(ctx, k)
+}
+
+func (g *Group) open(ctx context.Context, k int) (*Session, error) {
+	sh := &g.shards[k]
+	select {
+	case sh.opening <- struct{}{}:
+		defer func() { <-sh.opening }()
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-g.ctx.Done():
+		return nil, context.Cause(g.ctx)
+	}
+	if s := sh.cur.Load(); s != nil && s.usable() == nil {
+		return s, nil
+	}
+	if g.ctx.Err() != nil {
+		return nil, context.Cause(g.ctx)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(g.ctx, func() { cancel(context.Cause(g.ctx)) })()
+	id := g.id
+	if sh.gen > 0 {
+		id += "-" + strconv.Itoa(sh.gen) // a new id: the old copy's withdrawn hold ids died with it
+	}
+	s, err := open(ctx, g.c, g.opt, false, &shardSpec{k: k, id: id, lane: g.lane, guard: g.checkShards, nextHold: &g.nextHold})
+	if err != nil {
+		return nil, err
+	}
+	sh.gen++
+	if old := sh.cur.Swap(s); old != nil {
+		g.retired.Go(func() { _ = old.Close() })
+	}
+	return s, nil
+}
+
+// Env returns what the calls for name that need no lease copy (inspect,
+// reset, stats) run their scripts with: the keys of name's shard.
+func (g *Group) Env(name string) scripts.Env {
+	return g.envs[scripts.ShardOf(name, g.opt.Shards)]
+}
+
+// ID is session.Session.ID: the group's id, which every copy's id starts with.
+func (g *Group) ID() string { return g.id }
+
+// Context is session.Session.Context: canceled by Close only.
+func (g *Group) Context() context.Context { return g.ctx }
+
+// Done is session.Session.Done.
+func (g *Group) Done() <-chan struct{} { return g.ctx.Done() }
+
+// Err is session.Session.Err: ErrClosed after Close, else nil.
+func (g *Group) Err() error {
+	if g.ctx.Err() != nil {
+		return context.Cause(g.ctx)
+	}
+	return nil
+}
+
+// Deadline is session.Session.Deadline: the earliest local deadline of the
+// group's live copies; the zero time when it has none.
+func (g *Group) Deadline() time.Time {
+	var d time.Time
+	for k := range g.shards {
+		if s := g.shards[k].cur.Load(); s != nil && s.usable() == nil {
+			if sd := s.Deadline(); d.IsZero() || sd.Before(d) {
+				d = sd
+			}
+		}
+	}
+	return d
+}
+
+// Options returns the group's options with defaults filled in.
+func (g *Group) Options() Options { return g.opt }
+
+// Client is session.Session.Client.
+func (g *Group) Client() rueidis.Client { return g.c }
+
+// Go is Session.Go, for the group: ctx is canceled by Close.
+func (g *Group) Go(f func(ctx context.Context)) bool {
+	g.goMu.Lock()
+	defer g.goMu.Unlock()
+	if g.goClosed || g.ctx.Err() != nil {
+		return false
+	}
+	g.goWG.Go(func() { f(g.ctx) })
+	return true
+}
+
+// Close is session.Session.Close: it closes every copy, in parallel (each
+// releases its holds and deletes its lease), after waiting for any copy
+// being opened, and then the group's connection and, for DialGroup, client.
+func (g *Group) Close() error {
+	g.closeOnce.Do(func() {
+		g.cancel(ErrClosed)
+		var mu sync.Mutex
+		var errs []error
+		var wg sync.WaitGroup
+		for k := range g.shards {
+			sh := &g.shards[k]
+			sh.opening <- struct{}{} // an open in progress ends with g.ctx
+			s := sh.cur.Load()
+			if s == nil {
+				continue
+			}
+			wg.Go(func() {
+				if err := s.Close(); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		g.retired.Wait()
+		g.goMu.Lock()
+		g.goClosed = true
+		g.goMu.Unlock()
+		g.goWG.Wait()
+		g.closeErr = errors.Join(errs...)
+		if g.lane != nil || g.own {
+			done := make(chan struct{})
+			go func() {
+				if g.lane != nil {
+					g.lane.Close()
+				}
+				if g.own {
+					g.c.Close()
+				}
+				close(done)
+			}()
+			t := time.NewTimer(g.opt.TTL)
+			defer t.Stop()
+			select {
+			case <-done:
+			case <-t.C:
+			}
+		}
+	})
+	return g.closeErr
+}

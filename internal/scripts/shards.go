@@ -1,0 +1,139 @@
+package scripts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// MaxShards is the largest shard count a namespace may be split into.
+const MaxShards = 1024
+
+// shardLayout is the version of the sharded layout, recorded in a sharded
+// namespace's guard (see shards_guard.lua): a later layout that cannot share
+// a namespace with this one bumps it, and the guard refuses the mix.
+const shardLayout = 1
+
+var shardsGuard = script("shards_guard.lua")
+
+// ErrShardsMismatch reports that a namespace is laid out with another
+// shard count than the session's (see docs/design.md, "A namespace across a
+// Cluster"): its names live in other shards, so the session is refused
+// rather than let it grant what another session holds elsewhere.
+var ErrShardsMismatch = errors.New("the namespace is laid out with another shard count")
+
+// FNV-1a, 64 bits: the hash that places a name in a shard (docs/protocol.md
+// gives test vectors for other clients).
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// ShardOf returns the shard, in [0, n), that resource name lives in:
+// FNV-1a (64 bits) of its bytes modulo n. It is 0 for n <= 1.
+func ShardOf(name string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := uint64(fnvOffset)
+	for i := 0; i < len(name); i++ {
+		h ^= uint64(name[i])
+		h *= fnvPrime
+	}
+	return int(h % uint64(n))
+}
+
+// ShardKeys returns the keys of shard k of namespace ns: prefix "{ns#k}:".
+func ShardKeys(ns string, k int) Keys { return NewKeys(ns + "#" + strconv.Itoa(k)) }
+
+// shards is the shard count a session records in epoch markers: 1 when
+// unsharded.
+func (e Env) shards() int { return max(e.Shards, 1) }
+
+// GuardShards makes sure that namespace ns is, or becomes, a namespace of
+// n > 1 shards, and returns an error matching ErrShardsMismatch when it is
+// not: the guard {ns}:epoch records another shard count, or is an
+// unsharded namespace's marker. A missing guard is created only after
+// reading the epoch markers of shards 0..n-1 and finding none that records
+// another shard count: losing the guard's master alone cannot let a session
+// of another layout in while the shards of the old one still hold.
+func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int) error {
+	guard := NewKeys(ns).Epoch()
+	found, err := runGuard(ctx, c, guard, n, false)
+	if err != nil || found != 0 {
+		return guardErr(ns, n, found, err)
+	}
+	cmds := make(rueidis.Commands, n)
+	for k := range n {
+		cmds[k] = c.B().Get().Key(ShardKeys(ns, k).Epoch()).Build()
+	}
+	for k, r := range c.DoMulti(ctx, cmds...) {
+		v, err := r.ToString()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		if err != nil {
+			if e, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(e.Error(), "WRONGTYPE") {
+				return fmt.Errorf("%w: shard %d of namespace %q is itself a sharded namespace's guard", ErrShardsMismatch, k, ns)
+			}
+			return err
+		}
+		if got, ok := markerShards(v); ok && got != n {
+			return fmt.Errorf("%w: shard %d of namespace %q records %d shards, this session has %d",
+				ErrShardsMismatch, k, ns, got, n)
+		}
+	}
+	found, err = runGuard(ctx, c, guard, n, true)
+	return guardErr(ns, n, found, err)
+}
+
+// runGuard runs shards_guard.lua and returns the shard count the guard
+// records, 0 (replyGuardMissing) when it is missing and create is false,
+// -1 (replyGuardUnsharded) when the key is an unsharded namespace's marker.
+func runGuard(ctx context.Context, c rueidis.Client, guard string, n int, create bool) (int, error) {
+	v, err := shardsGuard.Exec(ctx, c, []string{guard},
+		[]string{strconv.Itoa(n), strconv.Itoa(shardLayout), oneIf(create)}).AsIntSlice()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case len(v) == 1 && (v[0] == replyGuardMissing || v[0] == replyGuardUnsharded):
+		return int(v[0]), nil
+	case len(v) == 3 && v[0] == replyGuardFound:
+		if v[2] != shardLayout {
+			return 0, fmt.Errorf("%w: the guard records layout version %d, this release knows %d", ErrShardsMismatch, v[2], shardLayout)
+		}
+		return int(v[1]), nil
+	}
+	return 0, fmt.Errorf("%w: %v", errReply, v)
+}
+
+func guardErr(ns string, n, found int, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case found == replyGuardUnsharded:
+		return fmt.Errorf("%w: namespace %q is in use unsharded (its epoch marker is a string); "+
+			"stop its processes and delete its keys before sharding it", ErrShardsMismatch, ns)
+	case found != n:
+		return fmt.Errorf("%w: namespace %q has %d shards, this session %d", ErrShardsMismatch, ns, found, n)
+	}
+	return nil
+}
+
+// markerShards returns the shard count an epoch marker value records: 1
+// when none (see epoch_lib.lua epoch_shards). ok is false for a marker
+// that records no grace either (marked intact, see MarkIntact), which the
+// first session to open there records its own in (see session_open.lua),
+// and for a value that is no marker.
+func markerShards(v string) (n int, ok bool) {
+	if !strings.Contains(v, "|") {
+		return 0, false
+	}
+	_, _, n, ok = parseEpoch(v)
+	return n, ok
+}

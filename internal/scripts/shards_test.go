@@ -1,0 +1,60 @@
+package scripts
+
+import (
+	"hash/fnv"
+	"testing"
+	"time"
+)
+
+// TestShardOfVectors: ShardOf is FNV-1a (64 bits) modulo the shard count,
+// with the test vectors docs/protocol.md gives other clients.
+func TestShardOfVectors(t *testing.T) {
+	for _, v := range []struct {
+		name string
+		hash uint64
+	}{{"", 0xcbf29ce484222325}, {"a", 0xaf63dc4c8601ec8c}, {"foobar", 0x85944171f73967e8}} {
+		h := fnv.New64a()
+		h.Write([]byte(v.name))
+		if h.Sum64() != v.hash {
+			t.Fatalf("fnv1a64(%q) = %x, the vector says %x", v.name, h.Sum64(), v.hash)
+		}
+		for _, n := range []int{2, 3, 16, 1000, MaxShards} {
+			if got, want := ShardOf(v.name, n), int(v.hash%uint64(n)); got != want {
+				t.Errorf("ShardOf(%q, %d) = %d, want %d", v.name, n, got, want)
+			}
+		}
+	}
+	if ShardOf("x", 1) != 0 || ShardOf("x", 0) != 0 {
+		t.Error("an unsharded namespace has one shard, 0")
+	}
+	if got := ShardKeys("ns", 7).Prefix; got != "{ns#7}:" {
+		t.Errorf("ShardKeys prefix = %q", got)
+	}
+}
+
+// TestParseEpochShards: the marker's forms, with and without a grace and
+// a shard count.
+func TestParseEpochShards(t *testing.T) {
+	for _, c := range []struct {
+		v       string
+		until   int64
+		grace   time.Duration
+		shards  int
+		ok      bool
+		counted bool // markerShards' ok
+	}{
+		{"0", 0, 0, 1, true, false},
+		{"0|10000", 0, 10 * time.Second, 1, true, true},
+		{"17|10000|16", 17, 10 * time.Second, 16, true, true},
+		{"x|1", 0, 0, 0, false, false},
+		{"1|2|3|4", 0, 0, 0, false, false},
+	} {
+		u, g, n, ok := parseEpoch(c.v)
+		if ok != c.ok || (ok && (u != c.until || g != c.grace || n != c.shards)) {
+			t.Errorf("parseEpoch(%q) = %d %v %d %v", c.v, u, g, n, ok)
+		}
+		if _, counted := markerShards(c.v); counted != c.counted {
+			t.Errorf("markerShards(%q) ok = %v, want %v", c.v, counted, c.counted)
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/election"
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/internal/testutil"
+	"github.com/leasehold/leasehold/mutex"
+	"github.com/leasehold/leasehold/pool"
+	"github.com/leasehold/leasehold/rwmutex"
+	"github.com/leasehold/leasehold/semaphore"
+	"github.com/leasehold/leasehold/session"
+)
+
+// The tests of a sharded namespace (Options.Shards), on one redis-server
+// and on a Redis Cluster.
+
+// shardKey is the key infix+name of resource name in its shard of ns.
+func shardKey(ns string, n int, infix, name string) string {
+	return scripts.ShardKeys(ns, scripts.ShardOf(name, n)).Prefix + infix + name
+}
+
+// TestShardsExclude: two sharded sessions never both hold a name, each
+// name's keys are in the shard its hash picks, the names spread over the
+// shards, a waiter is handed the mutex by notification in its shard, and
+// every primitive works.
+func TestShardsExclude(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	const n = 8
+	testutil.InitShards(t, srv.Addr(), ns, n)
+	o := session.Options{TTL: 2 * time.Second, Shards: n}
+	s1, s2 := testutil.Dial(t, srv.Addr(), ns, o), testutil.Dial(t, srv.Addr(), ns, o)
+	probe := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 30*time.Second)
+
+	used := map[int]bool{}
+	var holds []*session.Hold
+	for i := range 32 {
+		name := fmt.Sprintf("name-%d", i)
+		h, err := mutex.New(s1, name).Lock(ctx)
+		if err != nil {
+			t.Fatalf("Lock %s: %v", name, err)
+		}
+		holds = append(holds, h)
+		if _, err := mutex.New(s2, name).TryLock(ctx); !errors.Is(err, mutex.ErrLocked) {
+			t.Fatalf("TryLock of held %s from another session = %v, want ErrLocked", name, err)
+		}
+		holder, err := testutil.MutexHolder(ctx, probe, shardKey(ns, n, "m:", name))
+		if err != nil || holder != h.ID() {
+			t.Fatalf("%s's shard key records holder %q (%v), want %q", name, holder, err, h.ID())
+		}
+		used[scripts.ShardOf(name, n)] = true
+	}
+	if len(used) < n/2 {
+		t.Errorf("32 names used %d of %d shards", len(used), n)
+	}
+	if err := probe.Do(ctx, probe.B().Exists().Key("{"+ns+"}:m:name-0").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := probe.Do(ctx, probe.B().Exists().Key("{"+ns+"}:m:name-0").Build()).AsInt64(); n != 0 {
+		t.Errorf("the unsharded key of name-0 exists")
+	}
+
+	// A waiter of s2 is handed name-0 by notification when s1 releases.
+	got := make(chan *session.Hold, 1)
+	go func() {
+		h, err := mutex.New(s2, "name-0").Lock(ctx)
+		if err != nil {
+			t.Errorf("waiting Lock: %v", err)
+		}
+		got <- h
+	}()
+	testutil.WaitFor(t, ctx, func() bool {
+		l, _ := probe.Do(ctx, probe.B().Llen().Key(shardKey(ns, n, "q:m:", "name-0")).Build()).AsInt64()
+		return l == 1
+	})
+	for _, h := range holds {
+		if err := h.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	if h := <-got; h == nil || h.Token() <= holds[0].Token() {
+		t.Fatalf("hand-off = %v, want a hold with a token above %d", h, holds[0].Token())
+	}
+
+	// Every primitive, on names of several shards.
+	sem := semaphore.New(s1, "sem", 2)
+	p, err := sem.Acquire(ctx, 2)
+	if err != nil {
+		t.Fatalf("semaphore Acquire: %v", err)
+	}
+	if _, err := semaphore.New(s2, "sem", 2).TryAcquire(ctx, 1); !errors.Is(err, semaphore.ErrNoPermits) {
+		t.Fatalf("TryAcquire over the limit = %v, want ErrNoPermits", err)
+	}
+	_ = p.Release(ctx)
+	pl := pool.New(s1, "pool")
+	if err := pl.Add(ctx, "a"); err != nil {
+		t.Fatalf("pool Add: %v", err)
+	}
+	k, err := pl.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("pool Acquire: %v", err)
+	}
+	if _, err := pool.New(s2, "pool").TryAcquire(ctx); !errors.Is(err, pool.ErrExhausted) {
+		t.Fatalf("TryAcquire of an exhausted pool = %v, want ErrExhausted", err)
+	}
+	_ = k.Release(ctx)
+	r1, err := rwmutex.New(s1, "rw").RLock(ctx)
+	if err != nil {
+		t.Fatalf("RLock: %v", err)
+	}
+	if _, err := rwmutex.New(s2, "rw").TryLock(ctx); err == nil {
+		t.Fatal("TryLock of a read-held rwmutex succeeded")
+	}
+	_ = r1.Release(ctx)
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	seen := election.New(s2, "el").Observe(octx)
+	l, err := election.New(s1, "el").Campaign(ctx, "one")
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	waitLeader(t, seen, "one")
+	_ = l.Release(ctx)
+	if err := testutil.LockRounds(ctx, []*session.Session{s1, s2, s1, s2}, []string{"x", "x", "y", "y"}, 20); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShardsMismatch: a namespace's shard count is part of it. A session
+// with another count, or unsharded, is refused with ErrShardsMismatch (and
+// ErrInvalidOptions), as is a sharded session on an unsharded namespace in
+// use, or where a shard's marker records another count; a refused open
+// creates no guard.
+func TestShardsMismatch(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	addr := srv.Addr()
+	ctx := testutil.Ctx(t, 30*time.Second)
+	probe := testutil.Client(t, addr)
+	refused := func(t *testing.T, ns string, shards int) {
+		t.Helper()
+		s, err := session.Dial(ctx, testutil.ClientOption(addr), session.Options{Namespace: ns, TTL: time.Second, Shards: shards})
+		if err == nil {
+			_ = s.Close()
+			t.Fatalf("a session of %d shards opened on %s", shards, ns)
+		}
+		if !errors.Is(err, session.ErrShardsMismatch) || !errors.Is(err, session.ErrInvalidOptions) {
+			t.Fatalf("open with %d shards = %v, want ErrShardsMismatch and ErrInvalidOptions", shards, err)
+		}
+	}
+
+	sharded := redistest.Namespace(t) + "-sharded"
+	testutil.InitShards(t, addr, sharded, 8)
+	s := testutil.Dial(t, addr, sharded, session.Options{TTL: time.Second, Shards: 8})
+	if _, err := mutex.New(s, "a").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, sharded, 4)
+	refused(t, sharded, 16)
+	refused(t, sharded, 1)
+	if v, err := probe.Do(ctx, probe.B().Hget().Key("{"+sharded+"}:epoch").Field("shards").Build()).ToString(); err != nil || v != "8" {
+		t.Fatalf("the guard records %q shards (%v), want 8", v, err)
+	}
+	marker, err := probe.Do(ctx, probe.B().Get().Key(scripts.ShardKeys(sharded, scripts.ShardOf("a", 8)).Epoch()).Build()).ToString()
+	if err != nil || !strings.HasSuffix(marker, "|8") {
+		t.Fatalf("the shard's epoch marker is %q (%v), want it to record 8 shards", marker, err)
+	}
+
+	// Marked intact ("0") and never opened: it may be sharded.
+	intact := redistest.Namespace(t) + "-intact"
+	testutil.InitEpoch(t, addr, intact)
+	testutil.InitShards(t, addr, intact, 4)
+	si, err := session.Dial(ctx, testutil.ClientOption(addr), session.Options{Namespace: intact, TTL: time.Second, Shards: 4})
+	if err != nil {
+		t.Fatalf("sharding a namespace marked intact: %v", err)
+	}
+	_ = si.Close()
+	refused(t, intact, 1)
+
+	plain := redistest.Namespace(t) + "-plain"
+	testutil.Dial(t, addr, plain, session.Options{TTL: time.Second})
+	refused(t, plain, 8)
+
+	// No guard, and a shard's marker records 4 shards (the guard's master
+	// lost its data): a session of 8 is refused and writes no guard.
+	lost := redistest.Namespace(t) + "-lost"
+	if err := probe.Do(ctx, probe.B().Set().Key(scripts.ShardKeys(lost, 3).Epoch()).Value("0|10000|4").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, lost, 8)
+	if n, err := probe.Do(ctx, probe.B().Exists().Key("{"+lost+"}:epoch").Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("a refused open left a guard (%d, %v)", n, err)
+	}
+}
+
+// TestShardCopyLoss: losing one shard's lease copy ends the holds of that
+// shard with ErrLeaseLost, and only those: the session and the holds of
+// other shards go on, and the shard's next call opens a new copy with a
+// new id.
+func TestShardCopyLoss(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	const n = 4
+	testutil.InitShards(t, srv.Addr(), ns, n)
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: time.Second, Shards: n})
+	probe := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 30*time.Second)
+	a, b := "a", ""
+	for i := 0; b == ""; i++ {
+		if c := fmt.Sprint("b", i); scripts.ShardOf(c, n) != scripts.ShardOf(a, n) {
+			b = c
+		}
+	}
+	ha, err := mutex.New(s, a).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := mutex.New(s, b).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyKey := scripts.ShardKeys(ns, scripts.ShardOf(a, n)).Lease(s.ID())
+	if err := probe.Do(ctx, probe.B().Del().Key(copyKey).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ha.Done():
+	case <-ctx.Done():
+		t.Fatal("the hold of the lost copy's shard did not end")
+	}
+	if err := ha.Err(); !errors.Is(err, session.ErrLeaseLost) {
+		t.Fatalf("hold of the lost shard ended with %v, want ErrLeaseLost", err)
+	}
+	if err := hb.Err(); err != nil {
+		t.Fatalf("hold of another shard ended with %v", err)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("session ended with %v", err)
+	}
+	h, err := mutex.New(s, a).Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock in the shard after its copy's loss: %v", err)
+	}
+	if want := s.ID() + "-1."; !strings.HasPrefix(h.ID(), want) {
+		t.Errorf("hold id %q after the copy's loss, want prefix %q", h.ID(), want)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := hb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for k := range n {
+		keys, err := probe.Do(ctx, probe.B().Keys().Pattern(scripts.ShardKeys(ns, k).Prefix+"s:*").Build()).AsStrSlice()
+		if err != nil || len(keys) != 0 {
+			t.Fatalf("lease copies left in shard %d after Close: %v %v", k, keys, err)
+		}
+	}
+	if !errors.Is(s.Err(), session.ErrClosed) {
+		t.Fatalf("Err after Close = %v, want ErrClosed", s.Err())
+	}
+}
+
+// TestClusterShards: one sharded namespace spreads over every master of a
+// cluster, and two sessions on it exclude each other and hand over.
+func TestClusterShards(t *testing.T) {
+	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
+	c := rc.Client(t)
+	ctx := testutil.Ctx(t, 60*time.Second)
+	ns := redistest.Namespace(t)
+	const n = 16
+	for k := range n {
+		if err := c.Do(ctx, c.B().Set().Key(scripts.ShardKeys(ns, k).Epoch()).Value("0").Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
+			t.Fatal(err)
+		}
+	}
+	o := session.Options{Namespace: ns, TTL: 2 * time.Second, Shards: n}
+	s1, s2 := openOn(t, c, o), openOn(t, c, o)
+	masters := map[*redistest.Server]bool{}
+	for i := range 32 {
+		name := fmt.Sprint("n", i)
+		h, err := mutex.New(s1, name).Lock(ctx)
+		if err != nil {
+			t.Fatalf("Lock %s: %v", name, err)
+		}
+		if _, err := mutex.New(s2, name).TryLock(ctx); !errors.Is(err, mutex.ErrLocked) {
+			t.Fatalf("TryLock of held %s = %v, want ErrLocked", name, err)
+		}
+		masters[rc.MasterOf(t, redistest.Slot(shardKey(ns, n, "m:", name)))] = true
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(masters) != 3 {
+		t.Errorf("32 names of a 16-shard namespace used %d masters, want 3", len(masters))
+	}
+	concurrentLocks(t, ctx, s1, s2)
+}
