@@ -2,9 +2,12 @@ package session_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -308,4 +311,101 @@ func TestClusterShards(t *testing.T) {
 		t.Errorf("32 names of a 16-shard namespace used %d masters, want 3", len(masters))
 	}
 	concurrentLocks(t, ctx, s1, s2)
+}
+
+// beatClient records when each heartbeat script is sent, by lease key.
+type beatClient struct {
+	rueidis.Client
+	sha string
+	mu  sync.Mutex
+	at  map[string][]time.Time // lease key -> send times
+}
+
+func (c *beatClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if a := cmd.Commands(); len(a) > 3 && strings.EqualFold(a[0], "EVALSHA") && a[1] == c.sha {
+		c.mu.Lock()
+		c.at[a[3]] = append(c.at[a[3]], time.Now())
+		c.mu.Unlock()
+	}
+	return c.Client.Do(ctx, cmd)
+}
+
+// beatsAfter returns the send times after t of each lease copy's heartbeats.
+func (c *beatClient) beatsAfter(t time.Time) map[string][]time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string][]time.Time{}
+	for k, ts := range c.at {
+		for _, x := range ts {
+			if x.After(t) {
+				out[k] = append(out[k], x)
+			}
+		}
+	}
+	return out
+}
+
+// TestShardCopiesBeatTogether: the lease copies of a sharded session send
+// their heartbeats at the same ticks, whenever each was opened, so that
+// those for one node leave in one pipeline flush.
+func TestShardCopiesBeatTogether(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	const n = 4
+	testutil.InitShards(t, srv.Addr(), ns, n)
+	sum := sha1.Sum([]byte(scripts.Text("heartbeat.lua")))
+	c := &beatClient{Client: testutil.Client(t, srv.Addr()), sha: hex.EncodeToString(sum[:]), at: map[string][]time.Time{}}
+	ctx := testutil.Ctx(t, 30*time.Second)
+	s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: time.Second, Shards: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Three names in three shards, their copies opened 120 ms apart.
+	var names []string
+	seen := map[int]bool{}
+	for i := 0; len(names) < 3; i++ {
+		if name := fmt.Sprint("n", i); !seen[scripts.ShardOf(name, n)] {
+			seen[scripts.ShardOf(name, n)] = true
+			names = append(names, name)
+		}
+	}
+	for i, name := range names {
+		if i > 0 {
+			time.Sleep(120 * time.Millisecond) // stagger the copies' opens
+		}
+		if _, err := mutex.New(s, name).TryLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opened := time.Now()
+	var beats map[string][]time.Time
+	testutil.WaitFor(t, ctx, func() bool {
+		beats = c.beatsAfter(opened)
+		if len(beats) < 3 {
+			return false
+		}
+		for _, ts := range beats {
+			if len(ts) < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	// Every beat but the last of each copy (its tick's others may not be
+	// recorded yet) has one of every other copy within 40 ms.
+	for k, ts := range beats {
+		for _, x := range ts[:len(ts)-1] {
+			for k2, ts2 := range beats {
+				near := false
+				for _, y := range ts2 {
+					near = near || (x.Sub(y) < 40*time.Millisecond && y.Sub(x) < 40*time.Millisecond)
+				}
+				if !near {
+					t.Fatalf("copy %s beat at +%v with no beat of copy %s within 40 ms: %v",
+						k, x.Sub(opened), k2, beats)
+				}
+			}
+		}
+	}
 }

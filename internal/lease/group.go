@@ -43,6 +43,7 @@ type Group struct {
 	cancel   context.CancelCauseFunc
 	nextHold atomic.Uint64 // the copies' hold id counter: hold ids stay unique across shards
 	shards   []groupShard
+	phase    time.Time // immutable: the copies' heartbeats leave together at phase + k × Heartbeat (Session.nextBeat)
 
 	retired sync.WaitGroup // the Close of copies that ended and were replaced
 
@@ -89,7 +90,7 @@ func openGroup(ctx context.Context, c rueidis.Client, o Options, own bool) (*Gro
 	if err := checkVersion(ctx, bound); err != nil {
 		return nil, err
 	}
-	g := &Group{c: c, bound: bound, own: own, opt: o, id: newID(), shards: make([]groupShard, o.Shards)}
+	g := &Group{c: c, bound: bound, own: own, opt: o, id: newID(), shards: make([]groupShard, o.Shards), phase: time.Now()}
 	if err := g.checkShards(ctx); err != nil {
 		return nil, err
 	}
@@ -160,7 +161,8 @@ func (g *Group) open(ctx context.Context, k int) (*Session, error) {
 	if sh.gen > 0 {
 		id += "-" + strconv.Itoa(sh.gen) // a new id: the old copy's withdrawn hold ids died with it
 	}
-	s, err := open(ctx, g.c, g.opt, false, &shardSpec{k: k, id: id, lane: g.lane, guard: g.checkShards, nextHold: &g.nextHold})
+	s, err := open(ctx, g.c, g.opt, false,
+		&shardSpec{k: k, phase: g.phase, id: id, lane: g.lane, guard: g.checkShards, nextHold: &g.nextHold})
 	if err != nil {
 		return nil, err
 	}

@@ -125,7 +125,7 @@ func newLoop(s *Session, sent time.Time) *loop {
 	l.backoff.InitialInterval = min(s.opt.Heartbeat/10, 50*time.Millisecond)
 	l.backoff.MaxInterval = s.opt.Heartbeat / 2
 	l.bg, l.stopBg = context.WithCancel(context.Background())
-	l.beatTimer = time.NewTimer(sent.Add(s.opt.Heartbeat).Sub(time.Now()))
+	l.beatTimer = time.NewTimer(s.nextBeat(sent).Sub(time.Now()))
 	l.cleanTimer = time.NewTimer(time.Hour)
 	l.cleanTimer.Stop()
 	l.deadlineTimer = time.NewTimer(l.deadline.Sub(time.Now()))
@@ -259,7 +259,7 @@ func (l *loop) onBeat(r beatResult) {
 	}
 	l.noticeServer(r)
 	l.kept(r)
-	l.beatTimer.Reset(r.sent.Add(s.opt.Heartbeat).Sub(now))
+	l.beatTimer.Reset(s.nextBeat(r.sent).Sub(now))
 	l.clean()
 }
 
@@ -373,7 +373,7 @@ func (l *loop) onReclaim(r reclaimResult) {
 	kept := s.holds.len()
 	s.met.reclaimed(kept, len(r.lost))
 	l.log.Warn("reclaimed after Redis lost its data", "session", s.id, "reclaimed", kept, "lost", len(r.lost))
-	l.beatTimer.Reset(r.sent.Add(s.opt.Heartbeat).Sub(now))
+	l.beatTimer.Reset(s.nextBeat(r.sent).Sub(now))
 }
 
 // held describes holds for the scripts that reclaim and verify them.

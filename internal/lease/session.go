@@ -29,6 +29,7 @@ type Session struct {
 	own        bool                    // immutable: Close closes env.C
 	lane       *conn.Lane              // immutable: the session's connection for its calls (see Options.Conn); nil for none
 	ownLane    bool                    // immutable: Close closes lane (a shard copy shares its Group's)
+	phase      time.Time               // immutable: a Group's copies heartbeat at phase + k × Heartbeat; zero: unsharded
 	base       time.Time               // immutable: monotonic origin of deadline
 	ctx        context.Context         // immutable; canceled by end (the loop)
 	cancel     context.CancelCauseFunc // immutable; called only by end (the loop)
@@ -125,6 +126,7 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Session, error) {
 // namespace, with a given id, on the Group's connection and hold counter.
 type shardSpec struct {
 	k        int
+	phase    time.Time
 	id       string
 	lane     *conn.Lane
 	guard    func(context.Context) error
@@ -181,7 +183,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool, sp *shardS
 		nextHold: new(atomic.Uint64),
 	}
 	if sp != nil {
-		s.env.Guard, s.nextHold = sp.guard, sp.nextHold
+		s.env.Guard, s.nextHold, s.phase = sp.guard, sp.nextHold, sp.phase
 	}
 	s.waiters.m = make(map[string]*waitEntry)
 	s.holds.m = make(map[string]*Hold)
@@ -251,6 +253,20 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails on supported platforms
 	return hex.EncodeToString(b[:])
+}
+
+// nextBeat returns when to send the heartbeat after one sent at sent: a
+// Heartbeat interval later, or for a Group's copy the Group's next tick
+// after sent (never later), so that the copies' heartbeats leave together
+// and rueidis writes those for one node in one pipeline flush, whenever
+// each copy was opened. A heartbeat sent early is always safe: the
+// deadline counts from its send.
+func (s *Session) nextBeat(sent time.Time) time.Time {
+	hb := s.opt.Heartbeat
+	if s.phase.IsZero() || sent.Before(s.phase) {
+		return sent.Add(hb)
+	}
+	return s.phase.Add((sent.Sub(s.phase)/hb + 1) * hb)
 }
 
 // ID is session.Session.ID.
