@@ -409,3 +409,39 @@ func TestShardCopiesBeatTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestShardsGuardReasserted: a live sharded session puts the namespace's
+// guard back within a heartbeat interval after it is lost, also over an
+// unsharded marker written meanwhile, after which an unsharded session is
+// refused.
+func TestShardsGuardReasserted(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: time.Second, Shards: 4})
+	if _, err := mutex.New(s, "a").Lock(testutil.Ctx(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	probe := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 20*time.Second)
+	guard := "{" + ns + "}:epoch"
+	isGuard := func() bool {
+		v, err := probe.Do(ctx, probe.B().Hget().Key(guard).Field("shards").Build()).ToString()
+		return err == nil && v == "4"
+	}
+	for _, lose := range []rueidis.Completed{
+		probe.B().Del().Key(guard).Build(),
+		probe.B().Set().Key(guard).Value("99999999999999|10000").Build(), // as an unsharded session's epoch_init
+	} {
+		if err := probe.Do(ctx, probe.B().Del().Key(guard).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if err := probe.Do(ctx, lose).Error(); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, ctx, isGuard)
+	}
+	_, err := session.Dial(ctx, testutil.ClientOption(srv.Addr()), session.Options{Namespace: ns, TTL: time.Second})
+	if !errors.Is(err, session.ErrShardsMismatch) {
+		t.Fatalf("unsharded open after the guard's return = %v, want ErrShardsMismatch", err)
+	}
+}

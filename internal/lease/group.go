@@ -109,6 +109,7 @@ func openGroup(ctx context.Context, c rueidis.Client, o Options, own bool) (*Gro
 		}
 	}
 	g.ctx, g.cancel = context.WithCancelCause(context.Background())
+	g.goWG.Go(g.assertGuard)
 	o.Logger.Debug("sharded session opened", "session", g.id, "shards", o.Shards)
 	return g, nil
 }
@@ -125,6 +126,42 @@ func (g *Group) checkShards(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	return redisErr("check the namespace's shard count", err)
+}
+
+// assertGuard re-asserts the namespace's guard at every tick of the
+// group's heartbeat (scripts.AssertShards), until Close: should the master
+// of {ns} lose its data, the guard is back within one interval, and a
+// session without the shard count (or of a release before shards) that
+// opened in the gap is still inside its restart grace, which is at least
+// its TTL, when its scripts start failing on the hash. The request goes
+// with the copies' heartbeats (same ticks), to the node that owns {ns}.
+func (g *Group) assertGuard() {
+	hb := g.opt.Heartbeat
+	t := time.NewTimer(hb)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(g.ctx, hb)
+		replaced, err := scripts.AssertShards(ctx, g.bound, g.opt.Namespace, g.opt.Shards)
+		cancel()
+		switch {
+		case replaced:
+			g.opt.Logger.Error("the namespace's guard was lost and an unsharded session wrote its epoch marker meanwhile: "+
+				"guard restored; that session can no longer open or grant (run every process of the namespace with the same Shards)",
+				"session", g.id, "namespace", g.opt.Namespace, "shards", g.opt.Shards)
+		case errors.Is(err, scripts.ErrShardsMismatch):
+			g.opt.Logger.Error("the namespace's guard records another shard count: sessions of two layouts may share it",
+				"session", g.id, "err", err)
+		case err != nil && g.ctx.Err() == nil:
+			g.opt.Logger.Warn("re-asserting the namespace's shard guard failed; retrying at the next tick", "session", g.id, "err", err)
+		}
+		now := time.Now()
+		t.Reset(g.phase.Add((now.Sub(g.phase)/hb + 1) * hb).Sub(now))
+	}
 }
 
 // For returns the lease copy of the shard name lives in, opening one when

@@ -63,7 +63,7 @@ func (e Env) shards() int { return max(e.Shards, 1) }
 // of another layout in while the shards of the old one still hold.
 func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int) error {
 	guard := NewKeys(ns).Epoch()
-	found, err := runGuard(ctx, c, guard, n, false)
+	found, _, err := runGuard(ctx, c, guard, n, guardRead)
 	if err != nil || found != 0 {
 		return guardErr(ns, n, found, err)
 	}
@@ -87,29 +87,48 @@ func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int) error 
 				ErrShardsMismatch, k, ns, got, n)
 		}
 	}
-	found, err = runGuard(ctx, c, guard, n, true)
+	found, _, err = runGuard(ctx, c, guard, n, guardCreate)
 	return guardErr(ns, n, found, err)
 }
 
-// runGuard runs shards_guard.lua and returns the shard count the guard
-// records, 0 (replyGuardMissing) when it is missing and create is false,
-// -1 (replyGuardUnsharded) when the key is an unsharded namespace's marker.
-func runGuard(ctx context.Context, c rueidis.Client, guard string, n int, create bool) (int, error) {
+// AssertShards re-asserts the guard of namespace ns, which a live session
+// of n > 1 shards knows to be its own: it recreates a guard lost with its
+// master's data, replacing an unsharded marker written meanwhile (replaced
+// reports it: a session without the shard count opened in the gap, and is
+// refused from now on), and returns an error matching ErrShardsMismatch
+// when the guard records another shard count.
+func AssertShards(ctx context.Context, c rueidis.Client, ns string, n int) (replaced bool, err error) {
+	found, replaced, err := runGuard(ctx, c, NewKeys(ns).Epoch(), n, guardAssert)
+	return replaced, guardErr(ns, n, found, err)
+}
+
+// The modes of shards_guard.lua.
+const (
+	guardRead   = "0"
+	guardCreate = "1"
+	guardAssert = "2"
+)
+
+// runGuard runs shards_guard.lua in mode and returns the shard count the
+// guard records, 0 (replyGuardMissing) when it is missing and mode is
+// guardRead, -1 (replyGuardUnsharded) when the key is an unsharded
+// namespace's marker (never in mode guardAssert, which replaces it).
+func runGuard(ctx context.Context, c rueidis.Client, guard string, n int, mode string) (found int, replaced bool, err error) {
 	v, err := shardsGuard.Exec(ctx, c, []string{guard},
-		[]string{strconv.Itoa(n), strconv.Itoa(shardLayout), oneIf(create)}).AsIntSlice()
+		[]string{strconv.Itoa(n), strconv.Itoa(shardLayout), mode}).AsIntSlice()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	switch {
 	case len(v) == 1 && (v[0] == replyGuardMissing || v[0] == replyGuardUnsharded):
-		return int(v[0]), nil
-	case len(v) == 3 && v[0] == replyGuardFound:
+		return int(v[0]), false, nil
+	case (len(v) == 3 || len(v) == 4) && v[0] == replyGuardFound:
 		if v[2] != shardLayout {
-			return 0, fmt.Errorf("%w: the guard records layout version %d, this release knows %d", ErrShardsMismatch, v[2], shardLayout)
+			return 0, false, fmt.Errorf("%w: the guard records layout version %d, this release knows %d", ErrShardsMismatch, v[2], shardLayout)
 		}
-		return int(v[1]), nil
+		return int(v[1]), len(v) == 4, nil
 	}
-	return 0, fmt.Errorf("%w: %v", errReply, v)
+	return 0, false, fmt.Errorf("%w: %v", errReply, v)
 }
 
 func guardErr(ns string, n, found int, err error) error {
