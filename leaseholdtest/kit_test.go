@@ -240,3 +240,30 @@ func TestInvalidNamespace(t *testing.T) {
 		t.Fatalf("failure = %q", got)
 	}
 }
+
+// TestShardedSession: a sharded session (Options.Shards) works on the kit's
+// server without waiting out a restart grace, and two of them exclude each
+// other; an unsharded session is refused on the namespace.
+func TestShardedSession(t *testing.T) {
+	srv := leaseholdtest.New(t)
+	o := session.Options{Namespace: "sharded", Shards: 8}
+	s1, s2 := srv.Session(t, o), srv.Session(t, o)
+	ctx := testutil.Ctx(t, 10*time.Second)
+	for i := range 16 {
+		name := fmt.Sprint("n", i)
+		h, err := mutex.New(s1, name).TryLock(ctx)
+		if err != nil {
+			t.Fatalf("first TryLock of %s: %v", name, err)
+		}
+		if _, err := mutex.New(s2, name).TryLock(ctx); !errors.Is(err, mutex.ErrLocked) {
+			t.Fatalf("TryLock of held %s = %v, want ErrLocked", name, err)
+		}
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := session.Dial(ctx, srv.ClientOption(), session.Options{Namespace: "sharded"})
+	if !errors.Is(err, session.ErrShardsMismatch) {
+		t.Fatalf("unsharded open on a sharded namespace = %v, want ErrShardsMismatch", err)
+	}
+}

@@ -2,6 +2,7 @@ package leaseholdtest
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"sync"
 	"syscall"
@@ -89,7 +90,7 @@ func New(t TB, opts ...Option) *Server {
 	}
 	s := &Server{ns: c.namespace, addr: m.Addr(), m: m, g: g, marked: map[string]bool{}}
 	t.Cleanup(s.close)
-	s.markIntact(t, s.ns)
+	s.markIntact(t, s.ns, 1)
 	return s
 }
 
@@ -184,7 +185,7 @@ func (s *Server) Session(t TB, o session.Options) *session.Session {
 	t.Helper()
 	s.notPaused(t, "Session")
 	o = s.defaults(t, o)
-	s.markIntact(t, o.Namespace)
+	s.markIntact(t, o.Namespace, o.Shards)
 	opt := s.ClientOption()
 	opt.ConnWriteTimeout = 0 // Dial sets TTL/2
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
@@ -209,7 +210,7 @@ func (s *Server) Manager(t TB, o session.Options) *session.Manager {
 	t.Helper()
 	s.notPaused(t, "Manager")
 	o = s.defaults(t, o)
-	s.markIntact(t, o.Namespace)
+	s.markIntact(t, o.Namespace, o.Shards)
 	opt := s.ClientOption()
 	opt.ConnWriteTimeout = o.TTL / 2 // what session.Dial sets
 	c, err := rueidis.NewClient(opt)
@@ -246,25 +247,30 @@ func (s *Server) defaults(t TB, o session.Options) session.Options {
 	return o
 }
 
-// markIntact records, once per namespace and only before any RestartEmpty,
-// that the namespace's data is complete (see MarkIntact).
-func (s *Server) markIntact(t TB, ns string) {
+// markIntact records, once per namespace (and shard count) and only before
+// any RestartEmpty, that the namespace's data is complete (see MarkIntact
+// and MarkIntactShards).
+func (s *Server) markIntact(t TB, ns string, shards int) {
 	t.Helper()
 	s.markMu.Lock()
 	defer s.markMu.Unlock()
+	key := ns
+	if shards > 1 {
+		key = fmt.Sprintf("%s#%d", ns, shards)
+	}
 	s.mu.Lock()
-	skip := s.restarted || s.marked[ns]
+	skip := s.restarted || s.marked[key]
 	s.mu.Unlock()
 	if skip {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
-	if err := MarkIntact(ctx, s.ClientOption(), ns); err != nil {
+	if err := MarkIntactShards(ctx, s.ClientOption(), ns, shards); err != nil {
 		t.Fatalf("leaseholdtest: prepare namespace %q: %v", ns, err)
 	}
 	s.mu.Lock()
-	s.marked[ns] = true
+	s.marked[key] = true
 	s.mu.Unlock()
 }
 
@@ -288,4 +294,30 @@ func MarkIntact(ctx context.Context, opt rueidis.ClientOption, ns string) error 
 	}
 	defer c.Close()
 	return scripts.MarkIntact(ctx, c, scripts.NewKeys(o.Namespace))
+}
+
+// MarkIntactShards is MarkIntact for a namespace of shards shards
+// (session.Options.Shards): it marks each shard, which the first session
+// to open there records the shard count in. With shards 0 or 1 it is
+// MarkIntact.
+func MarkIntactShards(ctx context.Context, opt rueidis.ClientOption, ns string, shards int) error {
+	o, err := lease.Options{Namespace: ns, Shards: shards}.WithDefaults()
+	if err != nil {
+		return err
+	}
+	if o.Shards <= 1 {
+		return MarkIntact(ctx, opt, ns)
+	}
+	opt.DisableCache = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for k := range o.Shards {
+		if err := scripts.MarkIntact(ctx, c, scripts.ShardKeys(o.Namespace, k)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
