@@ -2,8 +2,8 @@ package leaseholdtest
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"sync"
 	"syscall"
 	"time"
