@@ -201,6 +201,15 @@ func TestShardsMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused(t, lost, 8)
+	// A namespace of 16 shards whose shards 0-7 and guard were lost: one
+	// of 8 shards reads past its own shards and is refused too.
+	if err := probe.Do(ctx, probe.B().Set().Key(scripts.ShardKeys(lost, 3).Epoch()).Value("0|10000|16").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := probe.Do(ctx, probe.B().Rename().Key(scripts.ShardKeys(lost, 3).Epoch()).Newkey(scripts.ShardKeys(lost, 12).Epoch()).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, lost, 8)
 	if n, err := probe.Do(ctx, probe.B().Exists().Key("{"+lost+"}:epoch").Build()).AsInt64(); err != nil || n != 0 {
 		t.Fatalf("a refused open left a guard (%d, %v)", n, err)
 	}

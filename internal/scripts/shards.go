@@ -58,17 +58,21 @@ func (e Env) shards() int { return max(e.Shards, 1) }
 // n > 1 shards, and returns an error matching ErrShardsMismatch when it is
 // not: the guard {ns}:epoch records another shard count, or is an
 // unsharded namespace's marker. A missing guard is created only after
-// reading the epoch markers of shards 0..n-1 and finding none that records
-// another shard count: losing the guard's master alone cannot let a session
-// of another layout in while the shards of the old one still hold.
+// reading the epoch markers of every possible shard (0..MaxShards-1, one
+// pipeline: a rare path, taken when a namespace is new or its guard was
+// lost) and finding none that records another shard count: losing the
+// guard's master alone cannot let a session of another layout in while
+// the shards of the old one still hold.
 func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int) error {
 	guard := NewKeys(ns).Epoch()
 	found, _, err := runGuard(ctx, c, guard, n, guardRead)
 	if err != nil || found != 0 {
 		return guardErr(ns, n, found, err)
 	}
-	cmds := make(rueidis.Commands, n)
-	for k := range n {
+	// Every possible shard, not only this session's n: a namespace of more
+	// shards keeps holders in shards n and above too.
+	cmds := make(rueidis.Commands, MaxShards)
+	for k := range MaxShards {
 		cmds[k] = c.B().Get().Key(ShardKeys(ns, k).Epoch()).Build()
 	}
 	for k, r := range c.DoMulti(ctx, cmds...) {
