@@ -454,3 +454,51 @@ func TestShardsGuardReasserted(t *testing.T) {
 		t.Fatalf("unsharded open after the guard's return = %v, want ErrShardsMismatch", err)
 	}
 }
+
+// TestSentinelShards: Shards 16 works through Sentinel too: exclusion and
+// a hand-off by notification.
+func TestSentinelShards(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	sentinel := redistest.StartSentinel(t, srv, "m")
+	ns := redistest.Namespace(t)
+	const n = 16
+	testutil.InitShards(t, srv.Addr(), ns, n)
+	ctx := testutil.Ctx(t, 30*time.Second)
+	open := func() *session.Session {
+		opt := testutil.ClientOption(sentinel)
+		opt.Sentinel = rueidis.SentinelOption{MasterSet: "m"}
+		s, err := session.Dial(ctx, opt, session.Options{Namespace: ns, TTL: 2 * time.Second, Shards: n})
+		if err != nil {
+			t.Fatalf("Dial through Sentinel: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	s1, s2 := open(), open()
+	h, err := mutex.New(s1, "m").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *session.Hold, 1)
+	go func() {
+		h2, err := mutex.New(s2, "m").Lock(ctx)
+		if err != nil {
+			t.Errorf("waiting Lock: %v", err)
+		}
+		got <- h2
+	}()
+	probe := testutil.Client(t, srv.Addr())
+	testutil.WaitFor(t, ctx, func() bool {
+		l, _ := probe.Do(ctx, probe.B().Llen().Key(shardKey(ns, n, "q:m:", "m")).Build()).AsInt64()
+		return l == 1
+	})
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h2 := <-got; h2 == nil || h2.Token() <= h.Token() {
+		t.Fatalf("hand-off = %v", h2)
+	}
+	if err := testutil.LockRounds(ctx, []*session.Session{s1, s2, s1, s2}, []string{"x", "x", "y", "z"}, 20); err != nil {
+		t.Fatal(err)
+	}
+}
