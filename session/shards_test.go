@@ -217,8 +217,8 @@ func TestShardsMismatch(t *testing.T) {
 
 // TestShardCopyLoss: losing one shard's lease copy ends the holds of that
 // shard with ErrLeaseLost, and only those: the session and the holds of
-// other shards go on, and the shard's next call opens a new copy with a
-// new id.
+// other shards go on, the shard's next call opens a new copy with a new
+// id, and a Lock waiting in that shard goes on waiting there.
 func TestShardCopyLoss(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ns := redistest.Namespace(t)
@@ -241,6 +241,31 @@ func TestShardCopyLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A Lock of s waits in a's shard for c, which s2 holds.
+	c := ""
+	for i := 0; c == ""; i++ {
+		if x := fmt.Sprint("c", i); scripts.ShardOf(x, n) == scripts.ShardOf(a, n) {
+			c = x
+		}
+	}
+	s2 := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: time.Second, Shards: n})
+	hc, err := mutex.New(s2, c).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan *session.Hold, 1)
+	go func() {
+		h, err := mutex.New(s, c).Lock(ctx)
+		if err != nil {
+			t.Errorf("the Lock waiting in the lost copy's shard: %v", err)
+		}
+		waited <- h
+	}()
+	queue := scripts.ShardKeys(ns, scripts.ShardOf(c, n)).Queue(scripts.Mutex, c)
+	testutil.WaitFor(t, ctx, func() bool {
+		l, _ := probe.Do(ctx, probe.B().Llen().Key(queue).Build()).AsInt64()
+		return l == 1
+	})
 	copyKey := scripts.ShardKeys(ns, scripts.ShardOf(a, n)).Lease(s.ID())
 	if err := probe.Do(ctx, probe.B().Del().Key(copyKey).Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -269,6 +294,19 @@ func TestShardCopyLoss(t *testing.T) {
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The waiting Lock went on in the new copy: it gets c when s2 lets go.
+	testutil.WaitFor(t, ctx, func() bool {
+		ids, _ := probe.Do(ctx, probe.B().Lrange().Key(queue).Start(0).Stop(-1).Build()).AsStrSlice()
+		return len(ids) > 0 && strings.HasPrefix(ids[len(ids)-1], s.ID()+"-1.")
+	})
+	if err := hc.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hw := <-waited; hw == nil || !strings.HasPrefix(hw.ID(), s.ID()+"-1.") {
+		t.Fatalf("the waiting Lock got %v, want a hold of the new copy", hw)
+	} else if err := hw.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := hb.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +314,7 @@ func TestShardCopyLoss(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	for k := range n {
-		keys, err := probe.Do(ctx, probe.B().Keys().Pattern(scripts.ShardKeys(ns, k).Prefix+"s:*").Build()).AsStrSlice()
+		keys, err := probe.Do(ctx, probe.B().Keys().Pattern(scripts.ShardKeys(ns, k).Prefix+"s:"+s.ID()+"*").Build()).AsStrSlice()
 		if err != nil || len(keys) != 0 {
 			t.Fatalf("lease copies left in shard %d after Close: %v %v", k, keys, err)
 		}

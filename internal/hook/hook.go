@@ -6,7 +6,6 @@ package hook
 
 import (
 	"context"
-	"fmt"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -48,14 +47,13 @@ func Claim(ctx context.Context, s *session.Session, r scripts.Resource, wait boo
 	if s == nil {
 		return nil, session.ErrNilSession
 	}
-	if err := lease.CheckName(r.Name); err != nil {
-		return nil, fmt.Errorf("%s: %w", r.Kind, err) // as Claim: nothing, not even a shard's lease copy, is created
+	var pub any
+	var err error
+	if g := lease.GroupOf(s); g != nil {
+		pub, err = g.ClaimPublic(ctx, r, wait)
+	} else {
+		pub, err = lease.Of(s).ClaimPublic(ctx, r, wait)
 	}
-	l, err := lease.For(ctx, s, r.Name)
-	if err != nil {
-		return nil, err
-	}
-	pub, err := l.ClaimPublic(ctx, r, wait)
 	if err != nil {
 		return nil, err
 	}

@@ -210,6 +210,27 @@ func (g *Group) open(ctx context.Context, k int) (*Session, error) {
 	return s, nil
 }
 
+// ClaimPublic is Session.ClaimPublic on the copy of r's shard. When that
+// copy ends during the call (its lease lost: ErrLeaseLost) while the group
+// and ctx go on, the call starts again on a new copy, as a call on a
+// session whose Err is nil should: a lost copy's queue entries and grants
+// are dead with its lease.
+func (g *Group) ClaimPublic(ctx context.Context, r scripts.Resource, wait bool) (any, error) {
+	if err := CheckName(r.Name); err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Kind, err) // as Session.Claim: nothing, not even a lease copy, is created
+	}
+	for {
+		s, err := g.For(ctx, r.Name)
+		if err != nil {
+			return nil, err
+		}
+		pub, err := s.ClaimPublic(ctx, r, wait)
+		if err == nil || !errors.Is(err, ErrLeaseLost) || ctx.Err() != nil || g.ctx.Err() != nil {
+			return pub, err
+		}
+	}
+}
+
 // Env returns what the calls for name that need no lease copy (inspect,
 // reset, stats) run their scripts with: the keys of name's shard.
 func (g *Group) Env(name string) scripts.Env {
