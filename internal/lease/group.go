@@ -43,7 +43,8 @@ type Group struct {
 	cancel   context.CancelCauseFunc
 	nextHold atomic.Uint64 // the copies' hold id counter: hold ids stay unique across shards
 	shards   []groupShard
-	phase    time.Time // immutable: the copies' heartbeats leave together at phase + k × Heartbeat (Session.nextBeat)
+	phase    time.Time  // immutable: the copies' heartbeats leave together at phase + k × Heartbeat (Session.nextBeat)
+	beats    *beatBatch // immutable: sends the copies' heartbeats and the guard's re-assert of a tick as one pipeline
 
 	retired sync.WaitGroup // the Close of copies that ended and were replaced
 
@@ -109,6 +110,8 @@ func openGroup(ctx context.Context, c rueidis.Client, o Options, own bool) (*Gro
 		}
 	}
 	g.ctx, g.cancel = context.WithCancelCause(context.Background())
+	g.beats = newBeatBatch(bound, min(20*time.Millisecond, o.Heartbeat/10))
+	g.beats.join(1) // the guard's re-assert
 	g.goWG.Go(g.assertGuard)
 	o.Logger.Debug("sharded session opened", "session", g.id, "shards", o.Shards)
 	return g, nil
@@ -145,8 +148,8 @@ func (g *Group) assertGuard() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(g.ctx, hb)
-		replaced, err := scripts.AssertShards(ctx, g.bound, g.opt.Namespace, g.opt.Shards)
+		ctx, cancel := context.WithTimeout(g.ctx, g.opt.TTL)
+		replaced, err := scripts.AssertShards(ctx, g.beats, g.opt.Namespace, g.opt.Shards)
 		cancel()
 		switch {
 		case replaced:
@@ -199,13 +202,15 @@ func (g *Group) open(ctx context.Context, k int) (*Session, error) {
 		id += "-" + strconv.Itoa(sh.gen) // a new id: the old copy's withdrawn hold ids died with it
 	}
 	s, err := open(ctx, g.c, g.opt, false,
-		&shardSpec{k: k, phase: g.phase, id: id, lane: g.lane, guard: g.checkShards, nextHold: &g.nextHold})
+		&shardSpec{k: k, phase: g.phase, beats: g.beats, id: id, lane: g.lane, guard: g.checkShards, nextHold: &g.nextHold})
 	if err != nil {
 		return nil, err
 	}
 	sh.gen++
 	if old := sh.cur.Swap(s); old != nil {
 		g.retired.Go(func() { _ = old.Close() })
+	} else {
+		g.beats.join(1)
 	}
 	return s, nil
 }

@@ -205,7 +205,7 @@ func (l *loop) beat() {
 	l.wg.Go(func() {
 		defer cancel()
 		r := beatResult{sent: sent, acked: acked, holds: holds, nkeys: nkeys, waits: waits, wkeys: wkeys}
-		r.beat, r.err = s.env.Heartbeat(ctx, s.id, s.opt.TTL, acked, keep, s.keepFor())
+		r.beat, r.err = s.beatEnv.Heartbeat(ctx, s.id, s.opt.TTL, acked, keep, s.keepFor())
 		r.recv = time.Now()
 		id := r.beat.ReplID
 		if r.err == nil && r.beat.State == scripts.Renewed && (check || (prev != "" && id != "" && id != prev)) {

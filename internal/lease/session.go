@@ -24,6 +24,7 @@ import (
 type Session struct {
 	// Immutable after open.
 	env        scripts.Env             // immutable: the client, keys and script settings
+	beatEnv    scripts.Env             // immutable: env, but a Group's copy sends its heartbeats through the Group's beatBatch
 	opt        Options                 // immutable: with defaults
 	id         string                  // immutable
 	own        bool                    // immutable: Close closes env.C
@@ -127,6 +128,7 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Session, error) {
 type shardSpec struct {
 	k        int
 	phase    time.Time
+	beats    rueidis.Client // the Group's beatBatch
 	id       string
 	lane     *conn.Lane
 	guard    func(context.Context) error
@@ -184,6 +186,10 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool, sp *shardS
 	}
 	if sp != nil {
 		s.env.Guard, s.nextHold, s.phase = sp.guard, sp.nextHold, sp.phase
+	}
+	s.beatEnv = s.env
+	if sp != nil && sp.beats != nil {
+		s.beatEnv.C = sp.beats
 	}
 	s.waiters.m = make(map[string]*waitEntry)
 	s.holds.m = make(map[string]*Hold)

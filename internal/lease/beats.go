@@ -1,0 +1,106 @@
+package lease
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// beatBatch is the client a Group's lease copies send their heartbeats
+// through (and the Group its guard re-assert): they leave at the same ticks
+// (Session.nextBeat), and beatBatch gathers the single commands that arrive
+// together into one DoMulti, which rueidis sends as one pipeline per node.
+// So a sharded session costs one request per node per heartbeat interval,
+// whatever the number of shards it uses; on one server, one request in all.
+//
+// A command waits at most window for the others; it is sent at once when
+// every participant (the live copies and the guard) has one waiting. The
+// wait counts against the heartbeat, whose deadline is counted from before
+// it: a heartbeat that waits is only ever judged earlier than it was sent.
+// Everything but Do (DoMulti, the WAIT pipelines of ReplicaAck, ...) goes
+// straight to the client.
+type beatBatch struct {
+	rueidis.Client
+	window time.Duration
+
+	mu      sync.Mutex
+	parts   int         // guarded by mu: the participants
+	pending []*beatCall // guarded by mu: the commands waiting to be sent
+	timer   *time.Timer // guarded by mu: sends pending after window; nil when none waits
+}
+
+type beatCall struct {
+	ctx  context.Context
+	cmd  rueidis.Completed
+	res  rueidis.RedisResult
+	done chan struct{}
+}
+
+func newBeatBatch(c rueidis.Client, window time.Duration) *beatBatch {
+	return &beatBatch{Client: c, window: window}
+}
+
+// join adds n participants (negative: removes them).
+func (b *beatBatch) join(n int) {
+	b.mu.Lock()
+	b.parts += n
+	full := len(b.pending) > 0 && len(b.pending) >= b.parts
+	b.mu.Unlock()
+	if full {
+		b.flush()
+	}
+}
+
+// Do sends cmd with the other participants' commands of the same tick.
+func (b *beatBatch) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c := &beatCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	b.mu.Lock()
+	b.pending = append(b.pending, c)
+	full := len(b.pending) >= b.parts
+	if !full && b.timer == nil {
+		b.timer = time.AfterFunc(b.window, b.flush)
+	}
+	b.mu.Unlock()
+	if full {
+		b.flush()
+	}
+	<-c.done
+	return c.res
+}
+
+// flush sends what waits, as one DoMulti bounded by the earliest of the
+// callers' deadlines (their copies' local deadlines, all about as far). A
+// caller's cancellation alone does not end the others' call; its own call
+// still ends by its deadline.
+func (b *beatBatch) flush() {
+	b.mu.Lock()
+	calls := b.pending
+	b.pending = nil
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	b.mu.Unlock()
+	if len(calls) == 0 {
+		return
+	}
+	var dl time.Time
+	cmds := make(rueidis.Commands, len(calls))
+	for i, c := range calls {
+		cmds[i] = c.cmd
+		if d, ok := c.ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
+			dl = d
+		}
+	}
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if !dl.IsZero() {
+		ctx, cancel = context.WithDeadline(ctx, dl)
+	}
+	defer cancel()
+	for i, r := range b.Client.DoMulti(ctx, cmds...) {
+		calls[i].res = r
+		close(calls[i].done)
+	}
+}
