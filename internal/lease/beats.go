@@ -53,6 +53,13 @@ func (b *beatBatch) join(n int) {
 	}
 }
 
+// waiting returns how many commands wait to be sent.
+func (b *beatBatch) waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending)
+}
+
 // Do sends cmd with the other participants' commands of the same tick.
 func (b *beatBatch) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	c := &beatCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
