@@ -216,12 +216,26 @@ func scanTargets(ctx context.Context, c rueidis.Client) ([]scanTarget, error) {
 // sorted. On Redis Cluster every master is scanned (see scanTargets); a key
 // found on two masters (the slot migrating) is listed once.
 func names(ctx context.Context, c rueidis.Client, l scripts.Listing) ([]string, error) {
-	pattern := l.Pattern()
-	targets, err := scanTargets(ctx, c)
+	seen := map[string]bool{}
+	err := scanKeys(ctx, c, l.Pattern(), func(key string) {
+		if name, ok := l.Name(key); ok {
+			seen[name] = true
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// scanKeys calls visit with each key that matches pattern. On Redis
+// Cluster every master is scanned (see scanTargets), and a key found on
+// two (its slot migrating) is visited twice.
+func scanKeys(ctx context.Context, c rueidis.Client, pattern string, visit func(key string)) error {
+	targets, err := scanTargets(ctx, c)
+	if err != nil {
+		return err
+	}
 	for _, tg := range targets {
 		cc := tg.c
 		cursor := uint64(0)
@@ -229,21 +243,19 @@ func names(ctx context.Context, c rueidis.Client, l scripts.Listing) ([]string, 
 			e, err := cc.Do(ctx, cc.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
 			if err != nil {
 				if tg.addr != "" {
-					return nil, fmt.Errorf("SCAN %s on master %s: %w", pattern, tg.addr, err)
+					return fmt.Errorf("SCAN %s on master %s: %w", pattern, tg.addr, err)
 				}
-				return nil, fmt.Errorf("SCAN %s: %w", pattern, err)
+				return fmt.Errorf("SCAN %s: %w", pattern, err)
 			}
 			for _, key := range e.Elements {
-				if name, ok := l.Name(key); ok {
-					seen[name] = true
-				}
+				visit(key)
 			}
 			if cursor = e.Cursor; cursor == 0 {
 				break
 			}
 		}
 	}
-	return slices.Sorted(maps.Keys(seen)), nil
+	return nil
 }
 
 // human formats a duration as "8.2s" for people.
