@@ -21,35 +21,42 @@ import (
 const adminTimeout = 15 * time.Second
 
 // connectAdmin is connect for the short admin commands (status, reset,
-// pool): the returned ctx is bounded by adminTimeout, and done closes the
-// client and releases the ctx.
-func connectAdmin(ctx context.Context, g *globals) (context.Context, scripts.Env, func(), error) {
-	c, e, err := connect(g)
+// pool, sem-limit, jobs), with the namespace's shard count read from Redis
+// (see namespaceShards): the returned ctx is bounded by adminTimeout, and
+// done closes the client and releases the ctx.
+func connectAdmin(ctx context.Context, g *globals) (context.Context, *nsView, func(), error) {
+	c, err := connect(g)
 	if err != nil {
-		return nil, scripts.Env{}, nil, err
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	return ctx, e, func() { cancel(); c.Close() }, nil
+	done := func() { cancel(); c.Close() }
+	n, err := namespaceShards(ctx, g, c)
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return ctx, newView(c, g.namespace, n), done, nil
 }
 
 // connect opens a client for a command that needs no session (status,
 // reset, pool). The caller closes it.
-func connect(g *globals) (rueidis.Client, scripts.Env, error) {
+func connect(g *globals) (rueidis.Client, error) {
 	if err := g.check(); err != nil {
-		return nil, scripts.Env{}, err
+		return nil, err
 	}
 	opt, err := g.clientOption()
 	if err != nil {
-		return nil, scripts.Env{}, err
+		return nil, err
 	}
 	if opt.ConnWriteTimeout == 0 {
 		opt.ConnWriteTimeout = 5 * time.Second
 	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, scripts.Env{}, fail(exitError, "connect to Redis at %s: %v%s", describeAddr(opt), err, connectHint(opt, err))
+		return nil, fail(exitError, "connect to Redis at %s: %v%s", describeAddr(opt), err, connectHint(opt, err))
 	}
-	return c, env(c, g.namespace), nil
+	return c, nil
 }
 
 // env is what the scripts need, without a session.
