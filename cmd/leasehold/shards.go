@@ -3,8 +3,10 @@ package main
 // Sharded namespaces (session.Options.Shards; docs/protocol.md, "Shards"):
 // namespace ns of N > 1 shards keeps resource NAME under the prefix
 // {ns#k}:, k = scripts.ShardOf(NAME, N), and {ns}:epoch is its guard, a
-// hash that records N. The admin commands find N there (one HMGET), so
-// that the user need not know it.
+// hash that records N. The commands find N there, so that the user need
+// not know it: the admin commands and cron read the guard first (one
+// HMGET), the other session commands only once the library refused an
+// unsharded session.
 
 import (
 	"cmp"
@@ -60,14 +62,32 @@ func readShards(ctx context.Context, c rueidis.Client, ns string) (int, error) {
 	return n, nil
 }
 
+// layoutText names a shard count as readShards returns it.
+func layoutText(n int) string {
+	switch n {
+	case 0:
+		return "no layout yet"
+	case 1:
+		return "unsharded"
+	}
+	return strconv.Itoa(n) + " shards"
+}
+
 // namespaceShards returns the shard count the admin commands read namespace
-// g.namespace with: the one Redis records, else 1 (unsharded).
+// g.namespace with: the one Redis records, else --shards, else 1
+// (unsharded). A --shards that differs from what Redis records is a usage
+// error.
 func namespaceShards(ctx context.Context, g *globals, c rueidis.Client) (int, error) {
 	n, err := readShards(ctx, c, g.namespace)
-	if err != nil {
+	switch {
+	case err != nil:
 		return 0, fail(exitError, "%v", err)
+	case g.shards == 0:
+		return max(n, 1), nil
+	case n != 0 && n != g.shards:
+		return 0, fail(exitUsage, "--shards %d: namespace %q is %s", g.shards, g.namespace, layoutText(n))
 	}
-	return max(n, 1), nil
+	return g.shards, nil
 }
 
 // nsView is a namespace as the commands that open no session see it

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/leasehold/leasehold/election"
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/scripts"
@@ -313,6 +315,128 @@ func TestShardsReset(t *testing.T) {
 	}
 }
 
+// TestShardsLock: lock, sem-limit and pool add work on a sharded
+// namespace without --shards; a --shards that differs from the
+// namespace's is a usage error; --shards lays out a new namespace.
+func TestShardsLock(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	srv, url, ns, s := shardedServer(t, n, session.Options{})
+	ctx := testutil.Ctx(t, 30*time.Second)
+	h, err := mutex.New(s, "m").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := cli(t, url, "lock", "--namespace", ns, "--wait", "0", "m", "--", "true")
+	if code != exitNotAcquired || !strings.Contains(stderr, `mutex "m" is held by another session (--wait 0)`) {
+		t.Fatalf("lock --wait 0 of a held mutex: exit %d, want %d; stderr %q", code, exitNotAcquired, stderr)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := cli(t, url, "lock", "--namespace", ns, "--wait", "0", "m", "--", "sh", "-c", `echo "$LEASEHOLD_TOKEN $LEASEHOLD_SESSION"`)
+	f := strings.Fields(stdout)
+	if code != 0 || len(f) != 2 {
+		t.Fatalf("lock of the free mutex: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if tok, _ := strconv.ParseInt(f[0], 10, 64); tok <= h.Token() {
+		t.Errorf("token %s, want one above %d", f[0], h.Token())
+	}
+	if in, err := mutex.New(s, "m").Holder(ctx); err != nil || in.Token <= h.Token() {
+		t.Errorf("the CLI's grant is not in m's shard: %+v, %v", in, err)
+	}
+
+	// The admin commands on a name go to its shard.
+	if _, stderr, code := cli(t, url, "sem-limit", "--namespace", ns, "api", "4"); code != 0 {
+		t.Fatalf("sem-limit: exit %d: %s", code, stderr)
+	}
+	if st, err := semaphore.New(s, "api", 9).Stats(ctx); err != nil || st.Limit != 4 {
+		t.Errorf("the limit set by sem-limit: %+v, %v", st, err)
+	}
+	if _, stderr, code := cli(t, url, "pool", "add", "--namespace", ns, "p", "k1", "k2"); code != 0 {
+		t.Fatalf("pool add: exit %d: %s", code, stderr)
+	}
+	if m, err := pool.New(s, "p").Members(ctx); err != nil || !slices.Equal(m, []string{"k1", "k2"}) {
+		t.Errorf("pool p's members %q (%v), want k1 k2", m, err)
+	}
+	if stdout, stderr, code := cli(t, url, "pool", "ls", "--namespace", ns, "p"); code != 0 || stdout != "k1\nk2\n" {
+		t.Errorf("pool ls: exit %d, %q %q", code, stdout, stderr)
+	}
+
+	for _, args := range [][]string{
+		{"lock", "--shards", "4", "m", "--", "true"},
+		{"--shards", "1", "lock", "m", "--", "true"},
+		{"status", "--shards", "4"},
+		{"status", "--shards", "1"},
+	} {
+		_, stderr, code := cli(t, url, append([]string{"--namespace", ns}, args...)...)
+		if code != exitUsage || !strings.Contains(stderr, "--shards") {
+			t.Errorf("%q on %d shards: exit %d, want %d; stderr %q", args, n, code, exitUsage, stderr)
+		}
+	}
+	if stdout, stderr, code := cli(t, url, "status", "--shards", strconv.Itoa(n), "--namespace", ns); code != 0 ||
+		!strings.HasPrefix(stdout, fmt.Sprintf("namespace %q (%d shards)\n", ns, n)) {
+		t.Errorf("status --shards %d: exit %d: %s%s", n, code, stdout, stderr)
+	}
+
+	// A new namespace: --shards lays it out, and the next commands find it.
+	fresh := ns + "-fresh"
+	testutil.InitShards(t, srv.Addr(), fresh, 4)
+	if _, stderr, code := cli(t, url, "lock", "--namespace", fresh, "--shards", "4", "m", "--", "true"); code != 0 {
+		t.Fatalf("lock --shards 4 on a new namespace: exit %d: %s", code, stderr)
+	}
+	if stdout, stderr, code := cli(t, url, "status", "--namespace", fresh); code != 0 ||
+		!strings.HasPrefix(stdout, fmt.Sprintf("namespace %q (4 shards)\n", fresh)) {
+		t.Errorf("status after lock --shards 4: exit %d: %s%s", code, stdout, stderr)
+	}
+	if _, stderr, code := cli(t, url, "lock", "--namespace", fresh, "m", "--", "true"); code != 0 {
+		t.Errorf("lock without --shards on the namespace of 4: exit %d: %s", code, stderr)
+	}
+	// An unsharded namespace stays so.
+	plain := ns + "-plain"
+	testutil.InitEpoch(t, srv.Addr(), plain)
+	if _, stderr, code := cli(t, url, "lock", "--namespace", plain, "m", "--", "true"); code != 0 {
+		t.Fatalf("lock on a new namespace: exit %d: %s", code, stderr)
+	}
+	if stdout, _, code := cli(t, url, "status", "--json", "--namespace", plain); code != 0 || strings.Contains(stdout, `"shards"`) {
+		t.Errorf("status --json of an unsharded namespace: exit %d:\n%s", code, stdout)
+	}
+	if _, stderr, code := cli(t, url, "status", "--shards", "2", "--namespace", plain); code != exitUsage ||
+		!strings.Contains(stderr, fmt.Sprintf("--shards 2: namespace %q is unsharded", plain)) {
+		t.Errorf("status --shards 2 of an unsharded namespace: exit %d: %s", code, stderr)
+	}
+}
+
+// TestShardsCron: cron runs on a sharded namespace, and jobs lists its
+// runs (the job's keys are in the shard of its mutex).
+func TestShardsCron(t *testing.T) {
+	t.Parallel()
+	const n = 8
+	_, url, ns, s := shardedServer(t, n, session.Options{})
+	_, stderr, code := cli(t, url, "cron", "--namespace", ns, "--ttl", "2s", "--runs", "1", "j", "--schedule", "@every 1s", "--", "true")
+	if code != 0 {
+		t.Fatalf("cron --runs 1: exit %d: %s", code, stderr)
+	}
+	out, stderr, code := cli(t, url, "jobs", "--namespace", ns, "--json")
+	var jobs []JobStatus
+	if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil {
+		t.Fatalf("jobs --json: exit %d: %s%s", code, out, stderr)
+	}
+	if len(jobs) != 1 || jobs[0].Name != "j" || len(jobs[0].Runs) != 1 || jobs[0].Runs[0].Err != "" || jobs[0].Runs[0].Session == "" {
+		t.Fatalf("jobs --json = %s, want job j with one run", out)
+	}
+	if out, _, code := cli(t, url, "jobs", "--namespace", ns, "j"); code != 0 || !strings.Contains(out, `job j  "@every 1s"`) {
+		t.Errorf("jobs j: exit %d: %s", code, out)
+	}
+	// The job's record is where the library reads it.
+	ctx := testutil.Ctx(t, 10*time.Second)
+	e := scripts.ShardKeys(ns, scripts.ShardOf(scripts.JobMutex("j"), n))
+	c := s.Client()
+	if v, err := c.Do(ctx, c.B().Exists().Key(e.Job("j")).Build()).AsInt64(); err != nil || v != 1 {
+		t.Errorf("job record %s: exists %d (%v)", e.Job("j"), v, err)
+	}
+}
+
 // TestShardsText: shard lists read as ranges.
 func TestShardsText(t *testing.T) {
 	t.Parallel()
@@ -387,5 +511,90 @@ shards 0, 2 on master 10.0.0.2:7000
 		if !strings.Contains(string(j), part) {
 			t.Errorf("JSON %s lacks %s", j, part)
 		}
+	}
+}
+
+// TestClusterShardsCLI: on a Redis Cluster, status shows a namespace of 16
+// shards as one, with the master of each shard; lock --wait 0 is refused
+// on a held mutex; reset takes it, and its holder hears so at once
+// (PUBLISH, as the sessions of a sharded namespace subscribe also on a
+// cluster); lock then gets it.
+func TestClusterShardsCLI(t *testing.T) {
+	t.Parallel()
+	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
+	c := rc.Client(t)
+	ctx := testutil.Ctx(t, 60*time.Second)
+	ns := redistest.Namespace(t)
+	const n = 16
+	for k := range n {
+		if err := c.Do(ctx, c.B().Set().Key(scripts.ShardKeys(ns, k).Epoch()).Value("0").Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
+			t.Fatal(err)
+		}
+	}
+	// A TTL of 30s: the heartbeat (every 10s) cannot be what ends the
+	// reset hold within 5s.
+	s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: 30 * time.Second, Shards: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	names := inShards(n, 6, "c")
+	slices.Sort(names)
+	holds := make([]*session.Hold, len(names))
+	for i, name := range names {
+		if holds[i], err = mutex.New(s, name).Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := "redis://" + strings.Join(rc.Seeds(), ",")
+
+	stdout, stderr, code := cli(t, url, "status", "--json", "--namespace", ns)
+	var st Status
+	if code != 0 || json.Unmarshal([]byte(stdout), &st) != nil {
+		t.Fatalf("status --json: exit %d: %s%s", code, stdout, stderr)
+	}
+	cs := st.Cluster
+	if st.Shards != n || cs == nil || len(cs.ShardSlots) != n || len(cs.Masters) != 3 ||
+		cs.Slot != int64(redistest.Slot(scripts.NewKeys(ns).Prefix)) {
+		t.Fatalf("status: shards %d, cluster %+v", st.Shards, cs)
+	}
+	masters := map[string]bool{}
+	for k, sh := range cs.ShardSlots {
+		slot := redistest.Slot(scripts.ShardKeys(ns, k).Prefix)
+		if sh.Shard != k || sh.Slot != int64(slot) || sh.Master != rc.MasterOf(t, slot).Addr() {
+			t.Errorf("shard %d: %+v, want slot %d on %s", k, sh, slot, rc.MasterOf(t, slot).Addr())
+		}
+		masters[sh.Master] = true
+	}
+	if len(masters) != 3 {
+		t.Errorf("16 shards on %d masters, want 3", len(masters))
+	}
+	if len(st.Sessions) != 1 || st.Sessions[0].ID != s.ID() || len(st.Sessions[0].Holds) != len(names) || len(st.Mutexes) != len(names) {
+		t.Errorf("sessions %+v, mutexes %+v: want one session holding %q", st.Sessions, st.Mutexes, names)
+	}
+	stdout, _, code = cli(t, url, "status", "--namespace", ns)
+	if code != 0 || !strings.Contains(stdout, fmt.Sprintf("Redis Cluster: guard in slot %d, served by master %s; 3 masters scanned: ", cs.Slot, cs.Master)) ||
+		strings.Count(stdout, " on master ") != 3 {
+		t.Errorf("status: exit %d:\n%s", code, stdout)
+	}
+
+	_, stderr, code = cli(t, url, "lock", "--namespace", ns, "--restart-grace", "30s", "--wait", "0", names[0], "--", "true")
+	if code != exitNotAcquired || !strings.Contains(stderr, "held by another session") {
+		t.Errorf("lock --wait 0 of a held mutex: exit %d, stderr %q", code, stderr)
+	}
+	begin := time.Now()
+	if stdout, stderr, code := cli(t, url, "reset", "--namespace", ns, names[0], "--yes"); code != 0 {
+		t.Fatalf("reset: exit %d: %s%s", code, stdout, stderr)
+	}
+	select {
+	case <-holds[0].Done():
+		if !errors.Is(holds[0].Err(), session.ErrLost) {
+			t.Errorf("the reset hold ended with %v", holds[0].Err())
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("the holder did not hear of the reset within %v", time.Since(begin).Round(time.Millisecond))
+	}
+	if _, stderr, code := cli(t, url, "lock", "--namespace", ns, "--restart-grace", "30s", "--wait", "0", names[0], "--", "true"); code != 0 {
+		t.Errorf("lock of the reset mutex: exit %d: %s", code, stderr)
 	}
 }
