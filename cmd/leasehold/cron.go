@@ -96,7 +96,7 @@ func cmdCron(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	if *spec == "" {
 		return c.usageErr("--schedule SPEC is required")
 	}
-	opt, err := clientOption(g.urls()...)
+	opt, err := g.clientOption()
 	if err != nil {
 		return err
 	}
