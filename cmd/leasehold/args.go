@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ type globals struct {
 	redisSet  bool     // --redis was given (the demo ignores $LEASEHOLD_REDIS)
 	namespace string
 	nsSet     bool // --namespace was given
+	shards    int  // --shards: the namespace's shard count; 0 when not given (read from Redis)
 	tls       tlsFlags
 }
 
@@ -38,6 +40,14 @@ func (g *globals) register(fs *flag.FlagSet) {
 	}
 	fs.Func("namespace", "key `namespace` (default \"leasehold\")", func(v string) error {
 		g.namespace, g.nsSet = v, true
+		return nil
+	})
+	fs.Func("shards", "the namespace's shard `count` (session.Options.Shards; 1: unsharded); default: as Redis records it", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > session.MaxShards {
+			return fmt.Errorf("a whole number from 1 to %d", session.MaxShards)
+		}
+		g.shards = n
 		return nil
 	})
 	g.tls.register(fs)

@@ -96,7 +96,7 @@ func cmdCron(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	if *spec == "" {
 		return c.usageErr("--schedule SPEC is required")
 	}
-	opt, err := clientOption(g.urls()...)
+	opt, err := g.clientOption()
 	if err != nil {
 		return err
 	}
@@ -112,6 +112,9 @@ func cmdCron(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 		return fail(exitFailed, "connect to Redis at %s: %v", describeAddr(opt), err)
 	}
 	defer client.Close()
+	if o.Shards, err = cronShards(ctx, g, client); err != nil {
+		return err
+	}
 	m := session.NewManager(client, o)
 	defer m.Close()
 	job, err := schedule.New(m, name, *spec, so)
@@ -119,6 +122,25 @@ func cmdCron(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 		return c.usageErr("%v", err)
 	}
 	return runCron(ctx, job, argv, kill, *runs)
+}
+
+// cronShards returns the Options.Shards of cron's sessions: --shards, else
+// the shard count Redis records for the namespace (one read), 0 for an
+// unsharded namespace or one without a layout yet.
+func cronShards(ctx context.Context, g *globals, c rueidis.Client) (int, error) {
+	if g.shards > 0 {
+		return g.shards, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	n, err := readShards(ctx, c, g.namespace)
+	if err != nil {
+		return 0, fail(exitFailed, "%v", err)
+	}
+	if n < 2 {
+		return 0, nil
+	}
+	return n, nil
 }
 
 // lookPathErr is the exit for a CMD that cannot be found or run.

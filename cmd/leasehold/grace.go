@@ -49,10 +49,37 @@ func (g grace) String() string {
 // slot, whose clock the marker is set by (TIME carries no key: on Redis
 // Cluster it would go to any node).
 func readGrace(ctx context.Context, e scripts.Env) (grace, error) {
+	return parseGrace(e.K.Epoch(), e.C.DoMulti(ctx, graceCmds(e)...))
+}
+
+// readGraces is readGrace of each of envs (the shards of a namespace), in
+// one round trip (one per master on a Redis Cluster).
+func readGraces(ctx context.Context, c rueidis.Client, envs []scripts.Env) ([]grace, error) {
+	cmds := make(rueidis.Commands, 0, 2*len(envs))
+	for _, e := range envs {
+		cmds = append(cmds, graceCmds(e)...)
+	}
+	res := c.DoMulti(ctx, cmds...)
+	out := make([]grace, len(envs))
+	for i, e := range envs {
+		g, err := parseGrace(e.K.Epoch(), res[2*i:2*i+2])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = g
+	}
+	return out, nil
+}
+
+// graceCmds are the commands that read the restart grace of namespace (or
+// shard) e.K: its epoch marker, and the TIME of the node that has it.
+func graceCmds(e scripts.Env) rueidis.Commands {
 	k := e.K.Epoch()
-	res := e.C.DoMulti(ctx,
-		e.C.B().Get().Key(k).Build(),
-		e.C.B().Time().Build().SetSlot(k))
+	return rueidis.Commands{e.C.B().Get().Key(k).Build(), e.C.B().Time().Build().SetSlot(k)}
+}
+
+// parseGrace reads the replies to graceCmds of epoch marker k.
+func parseGrace(k string, res []rueidis.RedisResult) (grace, error) {
 	marker, err := res[0].ToString()
 	if rueidis.IsRedisNil(err) {
 		return grace{missing: true}, nil

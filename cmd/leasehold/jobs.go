@@ -54,29 +54,34 @@ func cmdJobs(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	if *n < 0 {
 		return c.usageErr("--runs %d: negative", *n)
 	}
-	ctx, e, done, err := connectAdmin(ctx, g)
-	if err != nil {
-		return err
-	}
-	defer done()
-	list := pos
 	if len(pos) == 1 {
 		if err := checkExisting("job", pos[0]); err != nil {
 			return err
 		}
-	} else if list, err = names(ctx, e.C, e.K.Jobs()); err != nil {
+	}
+	ctx, v, done, err := connectAdmin(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var list []shardName
+	if len(pos) == 1 {
+		// A job's keys are in the shard of its mutex.
+		list = []shardName{{k: scripts.ShardOf(scripts.JobMutex(pos[0]), len(v.envs)), name: pos[0]}}
+	} else if list, err = v.list(ctx, scripts.Keys.Jobs); err != nil {
 		return fail(exitError, "jobs: %v", err)
 	}
 	jobs := []JobStatus{}
-	for _, name := range list {
-		st, err := e.JobRead(ctx, name)
+	for _, j := range list {
+		name := j.name
+		st, err := v.envs[j.k].JobRead(ctx, name)
 		if err != nil {
 			return fail(exitError, "jobs: %q: %v", name, err)
 		}
 		if len(pos) == 1 && st.Spec == "" && len(st.Runs) == 0 {
 			return fail(exitError, "job %q: no record (never run, or idle for longer than its record lives)", name)
 		}
-		jobs = append(jobs, jobStatus(name, st, *n))
+		jobs = append(jobs, jobStatus(v.envs[j.k], name, st, *n))
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -87,8 +92,8 @@ func cmdJobs(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	return nil
 }
 
-// jobStatus is job name's state st with its latest n runs.
-func jobStatus(name string, st scripts.JobState, n int) JobStatus {
+// jobStatus is job name's state st, read through e, with its latest n runs.
+func jobStatus(e scripts.Env, name string, st scripts.JobState, n int) JobStatus {
 	js := JobStatus{Name: name, Spec: st.Spec, Zone: st.Zone, Runs: []JobRunsStatus{}}
 	if !st.Last.IsZero() {
 		t := st.Last.UTC()
@@ -96,7 +101,7 @@ func jobStatus(name string, st scripts.JobState, n int) JobStatus {
 	}
 	for _, r := range st.Runs[:min(n, len(st.Runs))] {
 		running := r.End.IsZero() && r.HoldID != "" && r.HoldID == st.Holder
-		rs := JobRunsStatus{Slot: r.Slot.UTC(), Start: r.Start.UTC(), Session: scripts.SessionOf(r.HoldID),
+		rs := JobRunsStatus{Slot: r.Slot.UTC(), Start: r.Start.UTC(), Session: sessionOf(e, r.HoldID),
 			Token: r.Token, Err: r.Err, Lost: r.Lost || (r.End.IsZero() && !running), Running: running}
 		if !r.End.IsZero() {
 			t := r.End.UTC()

@@ -69,7 +69,15 @@ Global flags (before or after COMMAND):
                    they form a Redis Cluster. All seeds share one scheme, user,
                    password, database and options.
   --namespace NS   key namespace (default "leasehold"); one namespace is one
-                   Redis Cluster hash slot
+                   Redis Cluster hash slot, or N with session.Options.Shards N
+  --shards N       the namespace's shard count (1: unsharded). Default: the
+                   one Redis records, so that every command works on a
+                   sharded namespace as on any other. Give it where Redis
+                   may not know yet: the first session on a new namespace
+                   (or one whose data Redis lost) lays it out, unsharded
+                   without --shards, and sessions with another count are
+                   then refused. A --shards that differs from the
+                   namespace's is a usage error (exit 2).
   --tls            talk TLS to Redis, as a rediss:// URL does ($LEASEHOLD_TLS)
   --cacert FILE    trust the CA certificates in PEM FILE to sign the server's
                    certificate, instead of the system's ($LEASEHOLD_CACERT)

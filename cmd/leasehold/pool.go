@@ -43,12 +43,13 @@ func cmdPool(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	if err != nil {
 		return err
 	}
-	ctx, e, done, err := connectAdmin(ctx, g)
+	ctx, v, done, err := connectAdmin(ctx, g)
 	if err != nil {
 		return err
 	}
 	defer done()
 
+	e := v.env(name)
 	switch op {
 	case "add":
 		return poolAdd(ctx, e, name, keys, stdout)
@@ -233,7 +234,7 @@ func readStatusPool(ctx context.Context, e scripts.Env, name string) (PoolStatus
 	for _, h := range ps.Held {
 		pttl, _ := e.C.Do(ctx, e.C.B().Pttl().Key(e.K.Lease(sidOf(h.HoldID))).Build()).AsInt64()
 		p.Held = append(p.Held, PoolMemberStatus{Key: h.Key, HolderStatus: HolderStatus{
-			Session: sidOf(h.HoldID), Hold: h.HoldID, Owner: h.Owner, Token: h.Token, RemainingMs: max(pttl, 0)}})
+			Session: sessionOf(e, h.HoldID), Hold: h.HoldID, Owner: h.Owner, Token: h.Token, RemainingMs: max(pttl, 0)}})
 		p.Members = append(p.Members, h.Key)
 	}
 	slices.Sort(p.Members)

@@ -21,35 +21,42 @@ import (
 const adminTimeout = 15 * time.Second
 
 // connectAdmin is connect for the short admin commands (status, reset,
-// pool): the returned ctx is bounded by adminTimeout, and done closes the
-// client and releases the ctx.
-func connectAdmin(ctx context.Context, g *globals) (context.Context, scripts.Env, func(), error) {
-	c, e, err := connect(g)
+// pool, sem-limit, jobs), with the namespace's shard count read from Redis
+// (see namespaceShards): the returned ctx is bounded by adminTimeout, and
+// done closes the client and releases the ctx.
+func connectAdmin(ctx context.Context, g *globals) (context.Context, *nsView, func(), error) {
+	c, err := connect(g)
 	if err != nil {
-		return nil, scripts.Env{}, nil, err
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	return ctx, e, func() { cancel(); c.Close() }, nil
+	done := func() { cancel(); c.Close() }
+	n, err := namespaceShards(ctx, g, c)
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return ctx, newView(c, g.namespace, n), done, nil
 }
 
 // connect opens a client for a command that needs no session (status,
 // reset, pool). The caller closes it.
-func connect(g *globals) (rueidis.Client, scripts.Env, error) {
+func connect(g *globals) (rueidis.Client, error) {
 	if err := g.check(); err != nil {
-		return nil, scripts.Env{}, err
+		return nil, err
 	}
 	opt, err := g.clientOption()
 	if err != nil {
-		return nil, scripts.Env{}, err
+		return nil, err
 	}
 	if opt.ConnWriteTimeout == 0 {
 		opt.ConnWriteTimeout = 5 * time.Second
 	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, scripts.Env{}, fail(exitError, "connect to Redis at %s: %v%s", describeAddr(opt), err, connectHint(opt, err))
+		return nil, fail(exitError, "connect to Redis at %s: %v%s", describeAddr(opt), err, connectHint(opt, err))
 	}
-	return c, env(c, g.namespace), nil
+	return c, nil
 }
 
 // env is what the scripts need, without a session.
@@ -216,12 +223,26 @@ func scanTargets(ctx context.Context, c rueidis.Client) ([]scanTarget, error) {
 // sorted. On Redis Cluster every master is scanned (see scanTargets); a key
 // found on two masters (the slot migrating) is listed once.
 func names(ctx context.Context, c rueidis.Client, l scripts.Listing) ([]string, error) {
-	pattern := l.Pattern()
-	targets, err := scanTargets(ctx, c)
+	seen := map[string]bool{}
+	err := scanKeys(ctx, c, l.Pattern(), func(key string) {
+		if name, ok := l.Name(key); ok {
+			seen[name] = true
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// scanKeys calls visit with each key that matches pattern. On Redis
+// Cluster every master is scanned (see scanTargets), and a key found on
+// two (its slot migrating) is visited twice.
+func scanKeys(ctx context.Context, c rueidis.Client, pattern string, visit func(key string)) error {
+	targets, err := scanTargets(ctx, c)
+	if err != nil {
+		return err
+	}
 	for _, tg := range targets {
 		cc := tg.c
 		cursor := uint64(0)
@@ -229,21 +250,19 @@ func names(ctx context.Context, c rueidis.Client, l scripts.Listing) ([]string, 
 			e, err := cc.Do(ctx, cc.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
 			if err != nil {
 				if tg.addr != "" {
-					return nil, fmt.Errorf("SCAN %s on master %s: %w", pattern, tg.addr, err)
+					return fmt.Errorf("SCAN %s on master %s: %w", pattern, tg.addr, err)
 				}
-				return nil, fmt.Errorf("SCAN %s: %w", pattern, err)
+				return fmt.Errorf("SCAN %s: %w", pattern, err)
 			}
 			for _, key := range e.Elements {
-				if name, ok := l.Name(key); ok {
-					seen[name] = true
-				}
+				visit(key)
 			}
 			if cursor = e.Cursor; cursor == 0 {
 				break
 			}
 		}
 	}
-	return slices.Sorted(maps.Keys(seen)), nil
+	return nil
 }
 
 // human formats a duration as "8.2s" for people.

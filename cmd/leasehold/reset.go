@@ -71,16 +71,16 @@ func cmdReset(ctx context.Context, g *globals, args []string, stdout io.Writer) 
 			return err
 		}
 	}
-	ctx, e, done, err := connectAdmin(ctx, g)
+	ctx, v, done, err := connectAdmin(ctx, g)
 	if err != nil {
 		return err
 	}
 	defer done()
 
 	if *all {
-		return resetAll(ctx, e, kinds, *yes, stdout)
+		return resetAll(ctx, v, kinds, *yes, stdout)
 	}
-	return resetName(ctx, e, kinds, pos[0], *yes, stdout)
+	return resetName(ctx, v, kinds, pos[0], *yes, stdout)
 }
 
 // resetKind is a kind of resource that reset takes.
@@ -156,9 +156,10 @@ func resetKindNamed(name string) (resetKind, bool) {
 	return resetKinds[i], true
 }
 
-// resetAll force-releases everything of kinds held in namespace e.K.
-func resetAll(ctx context.Context, e scripts.Env, kinds []resetKind, yes bool, stdout io.Writer) error {
-	p, err := planResetAll(ctx, e, kinds)
+// resetAll force-releases everything of kinds held in namespace v, in
+// every shard of a sharded one.
+func resetAll(ctx context.Context, v *nsView, kinds []resetKind, yes bool, stdout io.Writer) error {
+	p, err := planResetAll(ctx, v, kinds)
 	if err != nil {
 		return err
 	}
@@ -167,10 +168,10 @@ func resetAll(ctx context.Context, e scripts.Env, kinds []resetKind, yes bool, s
 		for i, k := range kinds {
 			what[i] = k.one
 		}
-		fmt.Fprintf(stdout, "no %s of namespace %q is held; nothing to reset\n", orList(what), e.K.Namespace())
+		fmt.Fprintf(stdout, "no %s of namespace %q is held; nothing to reset\n", orList(what), v.name)
 		return nil
 	}
-	if err := p.apply(ctx, e, yes, stdout); err != nil {
+	if err := p.apply(ctx, v, yes, stdout); err != nil {
 		return err
 	}
 	if !yes {
@@ -179,27 +180,28 @@ func resetAll(ctx context.Context, e scripts.Env, kinds []resetKind, yes bool, s
 	return nil
 }
 
-// resetPlan is what reset --all found held: the names of each kind.
+// resetPlan is what reset --all found held: the names of each kind, with
+// the shard each is in.
 type resetPlan struct {
 	kinds []resetKind
-	held  [][]string // by kind, as kinds
+	held  [][]shardName // by kind, as kinds
 }
 
-// planResetAll lists what of kinds is held in namespace e.K.
-func planResetAll(ctx context.Context, e scripts.Env, kinds []resetKind) (resetPlan, error) {
-	p := resetPlan{kinds: kinds, held: make([][]string, len(kinds))}
+// planResetAll lists what of kinds is held in namespace v.
+func planResetAll(ctx context.Context, v *nsView, kinds []resetKind) (resetPlan, error) {
+	p := resetPlan{kinds: kinds, held: make([][]shardName, len(kinds))}
 	for i, k := range kinds {
-		all, err := names(ctx, e.C, e.K.Listing(k.list))
+		all, err := v.list(ctx, func(keys scripts.Keys) scripts.Listing { return keys.Listing(k.list) })
 		if err != nil {
 			return p, fail(exitError, "reset: %v", err)
 		}
-		for _, name := range all {
-			ok, err := k.held(ctx, e, name)
+		for _, n := range all {
+			ok, err := k.held(ctx, v.envs[n.k], n.name)
 			if err != nil {
-				return p, fail(exitError, "reset: %s %q: %v", k.name, name, err)
+				return p, fail(exitError, "reset: %s %q: %v", k.name, n.name, err)
 			}
 			if ok {
-				p.held[i] = append(p.held[i], name)
+				p.held[i] = append(p.held[i], n)
 			}
 		}
 	}
@@ -215,10 +217,10 @@ func (p resetPlan) size() int {
 }
 
 // apply resets what p lists, or, without yes, says what it would reset.
-func (p resetPlan) apply(ctx context.Context, e scripts.Env, yes bool, stdout io.Writer) error {
+func (p resetPlan) apply(ctx context.Context, v *nsView, yes bool, stdout io.Writer) error {
 	for i, k := range p.kinds {
-		for _, name := range p.held[i] {
-			if err := k.reset(ctx, e, name, yes, stdout); err != nil && !errors.As(err, new(notDone)) {
+		for _, n := range p.held[i] {
+			if err := k.reset(ctx, v.envs[n.k], n.name, yes, stdout); err != nil && !errors.As(err, new(notDone)) {
 				return err
 			}
 		}
@@ -243,9 +245,10 @@ type notDone struct{ what string }
 func (n notDone) Error() string { return "reset: nothing done; add --yes to " + n.what }
 
 // resetName force-releases the resource called name, of the one kind among
-// kinds that has one by that name. When none has, or several have, it
-// changes nothing.
-func resetName(ctx context.Context, e scripts.Env, kinds []resetKind, name string, yes bool, stdout io.Writer) error {
+// kinds that has one by that name (in name's shard, when v is sharded).
+// When none has, or several have, it changes nothing.
+func resetName(ctx context.Context, v *nsView, kinds []resetKind, name string, yes bool, stdout io.Writer) error {
+	e := v.env(name)
 	var found []resetKind
 	for _, k := range kinds {
 		n, err := e.C.Do(ctx, e.C.B().Exists().Key(k.keys(e.K, name)...).Build()).AsInt64()
@@ -265,12 +268,12 @@ func resetName(ctx context.Context, e scripts.Env, kinds []resetKind, name strin
 			nouns[i], names[i] = k.noun, k.name
 		}
 		return fail(exitUsage, "reset: %q is %s in namespace %q; nothing done: say which to reset with --kind %s",
-			name, andList(nouns), e.K.Namespace(), orList(names))
+			name, andList(nouns), v.name, orList(names))
 	case len(kinds) == 1:
-		return fail(exitError, "reset: no %s %q in namespace %q", kinds[0].name, name, e.K.Namespace())
+		return fail(exitError, "reset: no %s %q in namespace %q", kinds[0].name, name, v.name)
 	}
 	return fail(exitError, "reset: nothing is called %q in namespace %q (no mutex, read-write mutex, election, semaphore or pool)",
-		name, e.K.Namespace())
+		name, v.name)
 }
 
 // andList joins "a", "b", "c" as "a, b and c"; orList as "a, b or c".

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/leasehold/leasehold/election"
 	"github.com/leasehold/leasehold/internal/hook"
 	"github.com/leasehold/leasehold/internal/scripts"
@@ -381,12 +383,15 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 	stopWatching := interruptOnSignal(sigs, cancelWait)
 
 	dctx, cancel := context.WithTimeout(wctx, o.TTL+opt.Dialer.Timeout+5*time.Second)
-	s, err := session.Dial(dctx, opt, o)
+	s, err := dial(dctx, g, opt, o)
 	cancel()
 	if err != nil {
 		stopWatching()
 		if sig := interruptedBy(wctx); sig != nil {
 			return fail(128+int(sig.(syscall.Signal)), "interrupted by %v while connecting", sig)
+		}
+		if g.shards > 0 && errors.Is(err, session.ErrShardsMismatch) {
+			return fail(exitUsage, "--shards %d: %v", g.shards, err)
 		}
 		return fail(exitFailed, "open a session on Redis at %s: %v%s", describeAddr(opt), err, connectHint(opt, err))
 	}
@@ -400,6 +405,35 @@ func runHeld(ctx context.Context, g *globals, o session.Options, wait optDuratio
 		return c.failure(ctx, wctx, err)
 	}
 	return supervise(s, held{kind: t.kind, name: t.name, h: h}, argv, kill, sigs, end)
+}
+
+// dial opens the session, with --shards as Options.Shards when given.
+// Without it, a session the namespace refuses for its shard count (it is
+// sharded: session.ErrShardsMismatch) is opened again with the count Redis
+// records (readShards, on a client of its own): opening a session on an
+// unsharded namespace costs nothing more.
+func dial(ctx context.Context, g *globals, opt rueidis.ClientOption, o session.Options) (*session.Session, error) {
+	if g.shards > 0 {
+		o.Shards = g.shards
+	}
+	s, err := session.Dial(ctx, opt, o)
+	if err == nil || g.shards > 0 || !errors.Is(err, session.ErrShardsMismatch) {
+		return s, err
+	}
+	c, cerr := rueidis.NewClient(opt)
+	if cerr != nil {
+		return nil, err
+	}
+	n, rerr := readShards(ctx, c, o.Namespace)
+	c.Close()
+	switch {
+	case rerr != nil:
+		return nil, fmt.Errorf("%w (%v)", err, rerr)
+	case n < 2:
+		return nil, err // not a sharded namespace's guard: the refusal stands
+	}
+	o.Shards = n
+	return session.Dial(ctx, opt, o)
 }
 
 // lookCommand fails, with the exit code a shell would use, when CMD cannot

@@ -37,11 +37,12 @@ func cmdSemLimit(ctx context.Context, g *globals, args []string, stdout io.Write
 	if err != nil {
 		return err
 	}
-	ctx, e, done, err := connectAdmin(ctx, g)
+	ctx, v, done, err := connectAdmin(ctx, g)
 	if err != nil {
 		return err
 	}
 	defer done()
+	e := v.env(name)
 
 	if limit == 0 && !*clr {
 		return showSemLimit(ctx, e, name, stdout)

@@ -19,38 +19,59 @@ import (
 // Status is what `leasehold status --json` prints. Durations are in
 // milliseconds; remaining_ms is the holder lease's TTL left on the server.
 type Status struct {
-	Namespace    string            `json:"namespace"`
-	Cluster      *ClusterStatus    `json:"cluster,omitempty"`       // Redis Cluster only
-	RestartGrace *GraceStatus      `json:"restart_grace,omitempty"` // only while one is pending
-	EpochMissing bool              `json:"epoch_missing,omitempty"` // the next session starts a restart grace
-	Sessions     []SessionStatus   `json:"sessions"`
-	Mutexes      []MutexStatus     `json:"mutexes"`
-	Semaphores   []SemaphoreStatus `json:"semaphores"`
-	Pools        []PoolStatus      `json:"pools"`
-	Elections    []ElectionStatus  `json:"elections"`
-	RWMutexes    []RWMutexStatus   `json:"rwmutexes"`
+	Namespace    string         `json:"namespace"`
+	Shards       int            `json:"shards,omitempty"`        // a sharded namespace's shard count (session.Options.Shards)
+	Cluster      *ClusterStatus `json:"cluster,omitempty"`       // Redis Cluster only
+	RestartGrace *GraceStatus   `json:"restart_grace,omitempty"` // only while one is pending
+	EpochMissing bool           `json:"epoch_missing,omitempty"` // the next session starts a restart grace
+	// EpochMissingShards, of a sharded namespace, are the shards whose
+	// epoch marker is missing (nothing used them yet, or Redis lost their
+	// data): the next session to use each starts the restart grace there.
+	EpochMissingShards []int             `json:"epoch_missing_shards,omitempty"`
+	Sessions           []SessionStatus   `json:"sessions"`
+	Mutexes            []MutexStatus     `json:"mutexes"`
+	Semaphores         []SemaphoreStatus `json:"semaphores"`
+	Pools              []PoolStatus      `json:"pools"`
+	Elections          []ElectionStatus  `json:"elections"`
+	RWMutexes          []RWMutexStatus   `json:"rwmutexes"`
 }
 
-// ClusterStatus says where the namespace lives on a Redis Cluster.
+// ClusterStatus says where the namespace lives on a Redis Cluster. For a
+// sharded namespace, Slot and Master are those of its guard {ns}:epoch, and
+// ShardSlots says where each shard lives.
 type ClusterStatus struct {
-	Slot    int64    `json:"slot"`    // the namespace's hash slot
-	Master  string   `json:"master"`  // the master serving it ("" if none does)
-	Masters []string `json:"masters"` // every master, all scanned for the namespace's keys
+	Slot       int64       `json:"slot"`                  // the namespace's hash slot
+	Master     string      `json:"master"`                // the master serving it ("" if none does)
+	Masters    []string    `json:"masters"`               // every master, all scanned for the namespace's keys
+	ShardSlots []ShardSlot `json:"shard_slots,omitempty"` // a sharded namespace's shards, by shard
+}
+
+// ShardSlot is where one shard of a sharded namespace lives on a Redis
+// Cluster.
+type ShardSlot struct {
+	Shard  int    `json:"shard"`
+	Slot   int64  `json:"slot"`
+	Master string `json:"master"` // "" if no master serves the slot
 }
 
 // GraceStatus is a pending restart grace: after Redis lost its data,
-// nothing is granted for left_ms more.
+// nothing is granted for left_ms more. In a sharded namespace each shard
+// has its own: this is the longest, and Shards are those that have one.
 type GraceStatus struct {
 	LeftMs  int64 `json:"left_ms"`
-	GraceMs int64 `json:"grace_ms"` // the namespace's restart grace; 0 when none is recorded
+	GraceMs int64 `json:"grace_ms"`         // the namespace's restart grace; 0 when none is recorded
+	Shards  []int `json:"shards,omitempty"` // sharded: the shards in a restart grace
 }
 
-// SessionStatus is one live session (lease).
+// SessionStatus is one live session (lease). In a sharded namespace a
+// session has a lease copy in each shard it used (Shards); RemainingMs is
+// then the least any copy has left.
 type SessionStatus struct {
 	ID          string       `json:"id"`
 	Owner       string       `json:"owner"`
-	TTLMs       int64        `json:"ttl_ms"`       // the session's configured TTL
-	RemainingMs int64        `json:"remaining_ms"` // lease TTL left on the server
+	TTLMs       int64        `json:"ttl_ms"`           // the session's configured TTL
+	RemainingMs int64        `json:"remaining_ms"`     // lease TTL left on the server
+	Shards      []int        `json:"shards,omitempty"` // sharded: the shards it has a lease copy in
 	Holds       []HoldStatus `json:"holds"`
 }
 
@@ -64,7 +85,7 @@ type HoldStatus struct {
 	Mode        string `json:"mode,omitempty"`    // rwmutex: "read" or "write"
 	Token       int64  `json:"token"`             // fencing token (election: term)
 	Session     string `json:"session"`           // the holder session's id
-	Hold        string `json:"hold"`              // the hold id
+	Hold        string `json:"hold"`              // the hold id (sharded: its lease copy's id, then "." and a number)
 	Owner       string `json:"owner"`
 	RemainingMs int64  `json:"remaining_ms"` // the holder lease's TTL left on the server
 }
@@ -158,6 +179,13 @@ that each row stays one line; JSON carries them as they are.
 On Redis Cluster it also shows the namespace's hash slot and the master that
 serves it, and it scans every master for the namespace's keys (replicas are
 not scanned).
+
+A sharded namespace (session.Options.Shards, found in Redis or given with
+--shards) is shown as one: its shard count in the header, each session once
+with every hold it has in any shard, each resource once. On Redis Cluster it
+also says which master serves each shard. Each shard has its own restart
+grace; a shard nothing used yet has no epoch marker, and the next session to
+use it starts its restart grace there.
 `
 
 func cmdStatus(ctx context.Context, g *globals, args []string, stdout io.Writer) error {
@@ -170,12 +198,12 @@ func cmdStatus(ctx context.Context, g *globals, args []string, stdout io.Writer)
 	if len(pos) > 0 || hasCmd {
 		return c.usageErr("unexpected arguments")
 	}
-	ctx, e, done, err := connectAdmin(ctx, g)
+	ctx, v, done, err := connectAdmin(ctx, g)
 	if err != nil {
 		return err
 	}
 	defer done()
-	st, err := readStatus(ctx, e)
+	st, err := readStatus(ctx, v)
 	if err != nil {
 		return fail(exitError, "status: %v", err)
 	}
@@ -186,82 +214,118 @@ func cmdStatus(ctx context.Context, g *globals, args []string, stdout io.Writer)
 	return nil
 }
 
-// readStatus reads everything in namespace e.K.
-func readStatus(ctx context.Context, e scripts.Env) (*Status, error) {
-	st := &Status{Namespace: e.K.Namespace()}
-	if e.C.Mode() == rueidis.ClientModeCluster {
-		cs, err := readCluster(ctx, e)
+// readStatus reads everything in namespace v: in every shard of a sharded
+// one, merged as one namespace.
+func readStatus(ctx context.Context, v *nsView) (*Status, error) {
+	st := &Status{Namespace: v.name, Shards: v.shards}
+	if v.c.Mode() == rueidis.ClientModeCluster {
+		cs, err := readCluster(ctx, v)
 		if err != nil {
 			return nil, err
 		}
 		st.Cluster = cs
 	}
-	gr, err := readGrace(ctx, e)
-	if err != nil {
+	if err := readStatusGrace(ctx, v, st); err != nil {
 		return nil, fmt.Errorf("restart grace: %w", err)
-	}
-	st.EpochMissing = gr.missing
-	if gr.pending() {
-		st.RestartGrace = &GraceStatus{LeftMs: gr.left.Milliseconds(), GraceMs: gr.grace.Milliseconds()}
 	}
 	// The sessions first: each hold found then is matched with its
 	// session's lease.
-	sessions, err := readSessions(ctx, e)
+	sessions, err := readSessions(ctx, v)
 	if err != nil {
 		return nil, err
 	}
-	r := &statusReader{e: e, sessions: sessions, holds: map[string][]HoldStatus{}}
-	if st.Mutexes, err = readEach(ctx, e, scripts.Mutex, r.mutex); err != nil {
+	holds := map[string][]HoldStatus{}
+	rs := make([]*statusReader, len(v.envs))
+	for k, e := range v.envs {
+		rs[k] = &statusReader{e: e, sessions: sessions[k], holds: holds}
+	}
+	if st.Mutexes, err = readEach(ctx, v, rs, scripts.Mutex, (*statusReader).mutex); err != nil {
 		return nil, err
 	}
-	if st.Semaphores, err = readEach(ctx, e, scripts.Semaphore, r.semaphore); err != nil {
+	if st.Semaphores, err = readEach(ctx, v, rs, scripts.Semaphore, (*statusReader).semaphore); err != nil {
 		return nil, err
 	}
-	if st.Pools, err = readEach(ctx, e, scripts.Pool, r.pool); err != nil {
+	if st.Pools, err = readEach(ctx, v, rs, scripts.Pool, (*statusReader).pool); err != nil {
 		return nil, err
 	}
-	if st.Elections, err = readEach(ctx, e, scripts.Election, r.election); err != nil {
+	if st.Elections, err = readEach(ctx, v, rs, scripts.Election, (*statusReader).election); err != nil {
 		return nil, err
 	}
-	if st.RWMutexes, err = readEach(ctx, e, scripts.RWMutex, r.rwmutex); err != nil {
+	if st.RWMutexes, err = readEach(ctx, v, rs, scripts.RWMutex, (*statusReader).rwmutex); err != nil {
 		return nil, err
 	}
-	st.Sessions = r.sessionsWithHolds()
+	st.Sessions = sessionsWithHolds(v, sessions, holds)
 	return st, nil
 }
 
-// readEach reads every resource of kind in namespace e.K with read, in
-// name order; the list is empty, not nil, when there are none.
-func readEach[T any](ctx context.Context, e scripts.Env, kind scripts.Kind,
-	read func(ctx context.Context, name string) (T, error)) ([]T, error) {
-	all, err := names(ctx, e.C, e.K.Listing(kind))
+// readStatusGrace records in st the restart grace of namespace v: of each
+// of its shards when sharded (see Status.EpochMissingShards and
+// GraceStatus.Shards).
+func readStatusGrace(ctx context.Context, v *nsView, st *Status) error {
+	grs, err := readGraces(ctx, v.c, v.envs)
+	if err != nil {
+		return err
+	}
+	var longest grace
+	var pending, missing []int
+	for k, gr := range grs {
+		if gr.pending() {
+			pending = append(pending, k)
+			if gr.left > longest.left {
+				longest = gr
+			}
+		}
+		if gr.missing {
+			missing = append(missing, k)
+		}
+	}
+	st.EpochMissing = len(missing) > 0
+	if len(pending) > 0 {
+		st.RestartGrace = &GraceStatus{LeftMs: longest.left.Milliseconds(), GraceMs: longest.grace.Milliseconds()}
+	}
+	if v.shards > 0 {
+		st.EpochMissingShards = missing
+		if st.RestartGrace != nil {
+			st.RestartGrace.Shards = pending
+		}
+	}
+	return nil
+}
+
+// readEach reads every resource of kind in namespace v with read, of the
+// reader of the shard it is in, in name order; the list is empty, not nil,
+// when there are none.
+func readEach[T any](ctx context.Context, v *nsView, rs []*statusReader, kind scripts.Kind,
+	read func(r *statusReader, ctx context.Context, name string) (T, error)) ([]T, error) {
+	all, err := v.list(ctx, func(k scripts.Keys) scripts.Listing { return k.Listing(kind) })
 	if err != nil {
 		return nil, err
 	}
 	out := make([]T, 0, len(all))
-	for _, name := range all {
-		v, err := read(ctx, name)
+	for _, n := range all {
+		x, err := read(rs[n.k], ctx, n.name)
 		if err != nil {
-			return nil, fmt.Errorf("%v %q: %w", kind, name, err)
+			return nil, fmt.Errorf("%v %q: %w", kind, n.name, err)
 		}
-		out = append(out, v)
+		out = append(out, x)
 	}
 	return out, nil
 }
 
-// statusReader reads the resources of one namespace for readStatus, and
-// gathers the holds it finds by session.
+// statusReader reads the resources of one namespace, or one shard of a
+// sharded namespace, for readStatus, and gathers the holds it finds by
+// session.
 type statusReader struct {
 	e        scripts.Env
-	sessions map[string]*SessionStatus // the live sessions, by id
-	holds    map[string][]HoldStatus   // session id -> what it holds
+	sessions map[string]*SessionStatus // the live leases of e.K (a shard's lease copies), by id
+	holds    map[string][]HoldStatus   // session id -> what it holds; shared by the shards' readers
 }
 
 // holder describes the holder of hold hid: its lease's time left and, when
 // owner is "", its session's owner.
 func (r *statusReader) holder(hid, owner string, token int64) *HolderStatus {
-	h := &HolderStatus{Session: sidOf(hid), Hold: hid, Owner: owner, Token: token}
-	if s, ok := r.sessions[h.Session]; ok {
+	h := &HolderStatus{Session: sessionOf(r.e, hid), Hold: hid, Owner: owner, Token: token}
+	if s, ok := r.sessions[sidOf(hid)]; ok {
 		h.RemainingMs = s.RemainingMs
 		if h.Owner == "" {
 			h.Owner = s.Owner
@@ -282,12 +346,31 @@ func holdOf(kind scripts.Kind, name string, h *HolderStatus) HoldStatus {
 		Owner: h.Owner, RemainingMs: h.RemainingMs}
 }
 
-// sessionsWithHolds lists the live sessions, each with its holds, by id.
-func (r *statusReader) sessionsWithHolds() []SessionStatus {
-	out := make([]SessionStatus, 0, len(r.sessions))
-	for _, id := range slices.Sorted(maps.Keys(r.sessions)) {
-		s := r.sessions[id]
-		s.Holds = r.holds[id]
+// sessionsWithHolds lists the live sessions, each with its holds, by id:
+// in a sharded namespace, each session once, its lease copies in the
+// shards merged (see sessionOf).
+func sessionsWithHolds(v *nsView, sessions []map[string]*SessionStatus, holds map[string][]HoldStatus) []SessionStatus {
+	merged := map[string]*SessionStatus{}
+	for k, byID := range sessions {
+		for _, id := range slices.Sorted(maps.Keys(byID)) {
+			s, sid := byID[id], copySession(v.envs[k], id)
+			m := merged[sid]
+			if m == nil {
+				m = s
+				m.ID = sid
+				merged[sid] = m
+			} else {
+				m.RemainingMs = min(m.RemainingMs, s.RemainingMs)
+			}
+			if v.shards > 0 && !slices.Contains(m.Shards, k) {
+				m.Shards = append(m.Shards, k)
+			}
+		}
+	}
+	out := make([]SessionStatus, 0, len(merged))
+	for _, id := range slices.Sorted(maps.Keys(merged)) {
+		s := merged[id]
+		s.Holds = holds[id]
 		if s.Holds == nil {
 			s.Holds = []HoldStatus{}
 		}
@@ -362,46 +445,64 @@ func (r *statusReader) election(ctx context.Context, name string) (ElectionStatu
 	return el, err
 }
 
-// readCluster says where namespace e.K lives on the Redis Cluster e.C.
-func readCluster(ctx context.Context, e scripts.Env) (*ClusterStatus, error) {
-	shards, err := clusterTopology(ctx, e.C)
+// readCluster says where namespace v lives on the Redis Cluster v.c: its
+// slot (a sharded namespace's guard's), and each shard's.
+func readCluster(ctx context.Context, v *nsView) (*ClusterStatus, error) {
+	shards, err := clusterTopology(ctx, v.c)
 	if err != nil {
 		return nil, err
 	}
-	cs := &ClusterStatus{Slot: namespaceSlot(e.C, e.K), Masters: []string{}}
+	masterOf := func(slot int64) string {
+		for _, sh := range shards {
+			if sh.serves(slot) {
+				return sh.master
+			}
+		}
+		return ""
+	}
+	cs := &ClusterStatus{Slot: namespaceSlot(v.c, scripts.NewKeys(v.name)), Masters: []string{}}
+	cs.Master = masterOf(cs.Slot)
 	for _, sh := range shards {
 		cs.Masters = append(cs.Masters, sh.master)
-		if sh.serves(cs.Slot) {
-			cs.Master = sh.master
+	}
+	if v.shards > 0 {
+		for k, e := range v.envs {
+			slot := namespaceSlot(v.c, e.K)
+			cs.ShardSlots = append(cs.ShardSlots, ShardSlot{Shard: k, Slot: slot, Master: masterOf(slot)})
 		}
 	}
 	return cs, nil
 }
 
-// readSessions reads every lease of the namespace: owner, TTL and time left.
-func readSessions(ctx context.Context, e scripts.Env) (map[string]*SessionStatus, error) {
-	ids, err := names(ctx, e.C, e.K.Sessions())
+// readSessions reads every lease of namespace v (every lease copy of a
+// sharded one), by shard and id: owner, TTL and time left.
+func readSessions(ctx context.Context, v *nsView) ([]map[string]*SessionStatus, error) {
+	ids, err := v.list(ctx, scripts.Keys.Sessions)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*SessionStatus, len(ids))
+	out := make([]map[string]*SessionStatus, len(v.envs))
+	for k := range out {
+		out[k] = map[string]*SessionStatus{}
+	}
 	const batch = 256
+	c := v.c
 	for i := 0; i < len(ids); i += batch {
 		part := ids[i:min(i+batch, len(ids))]
 		cmds := make(rueidis.Commands, 0, 2*len(part))
 		for _, id := range part {
-			k := e.K.Lease(id)
-			cmds = append(cmds, e.C.B().Hmget().Key(k).Field("owner", "ttl").Build(), e.C.B().Pttl().Key(k).Build())
+			k := v.envs[id.k].K.Lease(id.name)
+			cmds = append(cmds, c.B().Hmget().Key(k).Field("owner", "ttl").Build(), c.B().Pttl().Key(k).Build())
 		}
-		res := e.C.DoMulti(ctx, cmds...)
+		res := c.DoMulti(ctx, cmds...)
 		for j, id := range part {
 			f, err := res[2*j].ToArray()
 			if err != nil {
-				return nil, fmt.Errorf("session %s: %w", esc(id), err)
+				return nil, fmt.Errorf("session %s: %w", esc(id.name), err)
 			}
 			pttl, err := res[2*j+1].AsInt64()
 			if err != nil {
-				return nil, fmt.Errorf("session %s: %w", esc(id), err)
+				return nil, fmt.Errorf("session %s: %w", esc(id.name), err)
 			}
 			if pttl <= 0 || len(f) != 2 {
 				continue // expired meanwhile
@@ -409,7 +510,7 @@ func readSessions(ctx context.Context, e scripts.Env) (map[string]*SessionStatus
 			owner, _ := f[0].ToString()
 			ttl, _ := f[1].ToString()
 			ttlMs, _ := strconv.ParseInt(ttl, 10, 64)
-			out[id] = &SessionStatus{ID: id, Owner: owner, TTLMs: ttlMs, RemainingMs: pttl}
+			out[id.k][id.name] = &SessionStatus{ID: id.name, Owner: owner, TTLMs: ttlMs, RemainingMs: pttl}
 		}
 	}
 	return out, nil
@@ -471,20 +572,58 @@ func (p statusPrinter) section(header string, empty bool) {
 // printHeader prints the namespace, where it lives on a Redis Cluster, and
 // the state of its restart grace.
 func printHeader(p statusPrinter, st *Status) {
-	p("namespace %q", st.Namespace)
+	if st.Shards > 0 {
+		p("namespace %q (%d shards)", st.Namespace, st.Shards)
+	} else {
+		p("namespace %q", st.Namespace)
+	}
 	if cs := st.Cluster; cs != nil {
-		where := "no master serves it (cluster down?)"
-		if cs.Master != "" {
-			where = "served by master " + cs.Master
-		}
-		p("Redis Cluster: slot %d, %s; %s scanned: %s", cs.Slot, where,
-			plural(len(cs.Masters), "master", "masters"), strings.Join(cs.Masters, ", "))
+		printCluster(p, cs)
 	}
 	if g := st.RestartGrace; g != nil {
-		p("%v", grace{left: time.Duration(g.LeftMs) * time.Millisecond, grace: time.Duration(g.GraceMs) * time.Millisecond})
+		gr := grace{left: time.Duration(g.LeftMs) * time.Millisecond, grace: time.Duration(g.GraceMs) * time.Millisecond}
+		if len(g.Shards) > 0 {
+			p("in %s of %d: %v", shardsText(g.Shards), st.Shards, gr)
+		} else {
+			p("%v", gr)
+		}
 	}
-	if st.EpochMissing {
+	switch ks := st.EpochMissingShards; {
+	case len(ks) == 1:
+		p("no epoch marker in %s of %d (nothing used it yet, or Redis lost its data): "+
+			"the next session to use it starts the restart grace there", shardsText(ks), st.Shards)
+	case len(ks) > 1:
+		p("no epoch marker in %s of %d (nothing used them yet, or Redis lost their data): "+
+			"the next session to use each starts the restart grace there", shardsText(ks), st.Shards)
+	case st.EpochMissing:
 		p("%v", grace{missing: true})
+	}
+}
+
+// printCluster prints where the namespace lives on a Redis Cluster: its
+// slot, or a sharded namespace's guard's, then for a sharded namespace
+// the shards each master serves.
+func printCluster(p statusPrinter, cs *ClusterStatus) {
+	where := "no master serves it (cluster down?)"
+	if cs.Master != "" {
+		where = "served by master " + cs.Master
+	}
+	what := "slot"
+	if len(cs.ShardSlots) > 0 {
+		what = "guard in slot"
+	}
+	p("Redis Cluster: %s %d, %s; %s scanned: %s", what, cs.Slot, where,
+		plural(len(cs.Masters), "master", "masters"), strings.Join(cs.Masters, ", "))
+	byMaster := map[string][]int{}
+	for _, sh := range cs.ShardSlots {
+		byMaster[sh.Master] = append(byMaster[sh.Master], sh.Shard)
+	}
+	for _, m := range slices.Sorted(maps.Keys(byMaster)) {
+		if m == "" {
+			p("%s served by no master (cluster down?)", shardsText(byMaster[m]))
+			continue
+		}
+		p("%s on master %s", shardsText(byMaster[m]), m)
 	}
 }
 

@@ -51,6 +51,12 @@ func TestTLS(t *testing.T) {
 			if code != 0 || !strings.HasPrefix(stdout, "token ") {
 				t.Fatalf("lock --tls --cacert --cert --key: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 			}
+			// cron too.
+			args = append([]string{"cron", "--namespace", ns, "--tls", "--cacert", x.CAFile, "--runs", "1"}, certFlags...)
+			_, stderr, code = cli(t, plain, append(args, "j", "--schedule", "@every 1s", "--", "true")...)
+			if code != 0 {
+				t.Fatalf("cron --tls --cacert --cert --key: exit %d, stderr %q", code, stderr)
+			}
 			// Variables, with rediss://.
 			p := startEnv(t, append([]string{"LEASEHOLD_CACERT=" + x.CAFile}, certEnv...), secure, "status", "--namespace", ns)
 			if code := p.wait(30 * time.Second); code != 0 {

@@ -1,0 +1,226 @@
+package main
+
+// Sharded namespaces (session.Options.Shards; docs/protocol.md, "Shards"):
+// namespace ns of N > 1 shards keeps resource NAME under the prefix
+// {ns#k}:, k = scripts.ShardOf(NAME, N), and {ns}:epoch is its guard, a
+// hash that records N. The commands find N there, so that the user need
+// not know it: the admin commands and cron read the guard first (one
+// HMGET), the other session commands only once the library refused an
+// unsharded session.
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/conn"
+	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/session"
+)
+
+// shardLayout is the layout version a sharded namespace's guard records
+// (field "v") that this command knows: scripts' shardLayout.
+const shardLayout = 1
+
+// readShards reads the shard count of namespace ns from its guard {ns}:epoch
+// in one round trip: N for a sharded namespace's guard, 1 when the key is
+// an unsharded namespace's epoch marker (a string: HMGET fails with
+// WRONGTYPE), 0 when it is missing: a namespace nothing has used yet, or
+// whose data Redis lost, which have no layout until the next session gives
+// them one.
+func readShards(ctx context.Context, c rueidis.Client, ns string) (int, error) {
+	key := scripts.NewKeys(ns).Epoch()
+	f, err := c.Do(ctx, c.B().Hmget().Key(key).Field("shards", "v").Build()).ToArray()
+	if err != nil {
+		if e, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(e.Error(), "WRONGTYPE") {
+			return 1, nil
+		}
+		return 0, fmt.Errorf("read the shard count of namespace %q (HMGET %s): %w", ns, key, err)
+	}
+	if len(f) != 2 {
+		return 0, fmt.Errorf("read the shard count of namespace %q: HMGET %s: %d fields", ns, key, len(f))
+	}
+	shards, err1 := f[0].ToString()
+	v, err2 := f[1].ToString()
+	if rueidis.IsRedisNil(err1) && rueidis.IsRedisNil(err2) {
+		return 0, nil // no guard (HMGET of a missing key)
+	}
+	n, err := strconv.Atoi(shards)
+	switch {
+	case err1 != nil || err != nil || n < 2 || n > session.MaxShards:
+		return 0, fmt.Errorf("namespace %q: its guard %s records %q shards", ns, key, shards)
+	case err2 != nil || v != strconv.Itoa(shardLayout):
+		return 0, fmt.Errorf("namespace %q: its guard %s records layout version %q; this leasehold knows %d (a newer one may know it)",
+			ns, key, v, shardLayout)
+	}
+	return n, nil
+}
+
+// layoutText names a shard count as readShards returns it.
+func layoutText(n int) string {
+	switch n {
+	case 0:
+		return "no layout yet"
+	case 1:
+		return "unsharded"
+	}
+	return strconv.Itoa(n) + " shards"
+}
+
+// namespaceShards returns the shard count the admin commands read namespace
+// g.namespace with: the one Redis records, else --shards, else 1
+// (unsharded). A --shards that differs from what Redis records is a usage
+// error.
+func namespaceShards(ctx context.Context, g *globals, c rueidis.Client) (int, error) {
+	n, err := readShards(ctx, c, g.namespace)
+	switch {
+	case err != nil:
+		return 0, fail(exitError, "%v", err)
+	case g.shards == 0:
+		return max(n, 1), nil
+	case n != 0 && n != g.shards:
+		return 0, fail(exitUsage, "--shards %d: namespace %q is %s", g.shards, g.namespace, layoutText(n))
+	}
+	return g.shards, nil
+}
+
+// nsView is a namespace as the commands that open no session see it
+// (status, reset, pool, sem-limit, jobs): one scripts.Env for an unsharded
+// namespace; one per shard for a sharded one.
+type nsView struct {
+	name   string
+	c      rueidis.Client // bound (conn.Bound)
+	shards int            // the namespace's shard count; 0 when unsharded
+	envs   []scripts.Env  // envs[k] is shard k's; the namespace's alone when unsharded
+}
+
+// newView returns the view of namespace ns of shards shards (0 or 1:
+// unsharded) through c.
+func newView(c rueidis.Client, ns string, shards int) *nsView {
+	if shards <= 1 {
+		e := env(c, ns)
+		return &nsView{name: ns, c: e.C, envs: []scripts.Env{e}}
+	}
+	v := &nsView{name: ns, c: conn.Bound(c), shards: shards, envs: make([]scripts.Env, shards)}
+	for k := range v.envs {
+		// Sharded is false also on a cluster: the sessions of a sharded
+		// namespace hear their notifications with SUBSCRIBE, not SSUBSCRIBE.
+		v.envs[k] = scripts.Env{C: v.c, K: scripts.ShardKeys(ns, k), Shards: shards}
+	}
+	return v
+}
+
+// env returns the Env of the shard resource name lives in.
+func (v *nsView) env(name string) scripts.Env { return v.envs[scripts.ShardOf(name, len(v.envs))] }
+
+// shardName is a record found in shard k (0 when unsharded).
+type shardName struct {
+	k    int
+	name string
+}
+
+// list returns the records that listing l (such as scripts.Keys.Sessions)
+// finds in every shard, sorted by name, then shard. It scans the keyspace
+// once (every master's on a Redis Cluster), whatever the shard count: the
+// pattern of shard 0 with any shard number in its place.
+func (v *nsView) list(ctx context.Context, l func(scripts.Keys) scripts.Listing) ([]shardName, error) {
+	if v.shards == 0 {
+		all, err := names(ctx, v.c, l(v.envs[0].K))
+		out := make([]shardName, len(all))
+		for i, n := range all {
+			out[i] = shardName{name: n}
+		}
+		return out, err
+	}
+	ls := make([]scripts.Listing, v.shards)
+	for k := range ls {
+		ls[k] = l(v.envs[k].K)
+	}
+	// The namespace has no '}', so "#0}:" is where shard 0's number is.
+	p0 := ls[0].Pattern()
+	i := strings.Index(p0, "#0}:")
+	if i < 0 {
+		return nil, fmt.Errorf("SCAN pattern %q names no shard", p0)
+	}
+	pattern := p0[:i] + "#*}:" + p0[i+len("#0}:"):]
+	seen := map[shardName]bool{}
+	err := scanKeys(ctx, v.c, pattern, func(key string) {
+		if k, ok := v.shardOfKey(key); ok {
+			if name, ok := ls[k].Name(key); ok {
+				seen[shardName{k, name}] = true
+			}
+		}
+	})
+	return slices.SortedFunc(maps.Keys(seen), func(a, b shardName) int {
+		return cmp.Or(strings.Compare(a.name, b.name), cmp.Compare(a.k, b.k))
+	}), err
+}
+
+// shardOfKey returns the shard k whose prefix {ns#k}: key starts with.
+func (v *nsView) shardOfKey(key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, "{"+v.name+"#")
+	if !ok {
+		return 0, false
+	}
+	digits, _, ok := strings.Cut(rest, "}:")
+	if !ok {
+		return 0, false
+	}
+	k, err := strconv.Atoi(digits)
+	if err != nil || k < 0 || k >= v.shards || strconv.Itoa(k) != digits {
+		return 0, false
+	}
+	return k, true
+}
+
+// sessionOf returns the id of the session that holds hold hid, found
+// through e. In a sharded namespace (e.Shards > 1) a session has a lease
+// copy per shard it used, all with its id but for a copy that replaced
+// one that ended, "<sid>-<g>" (docs/protocol.md, "Shards"): that copy's
+// holds are the session's too.
+func sessionOf(e scripts.Env, hid string) string { return copySession(e, sidOf(hid)) }
+
+// copySession returns the id of the session whose lease copy, found
+// through e, has id lease (see sessionOf).
+func copySession(e scripts.Env, lease string) string {
+	if e.Shards <= 1 {
+		return lease
+	}
+	i := strings.LastIndexByte(lease, '-')
+	if i <= 0 {
+		return lease
+	}
+	if n, err := strconv.Atoi(lease[i+1:]); err != nil || n < 1 || strconv.Itoa(n) != lease[i+1:] {
+		return lease
+	}
+	return lease[:i]
+}
+
+// shardsText names shards for people, runs as ranges: "shard 3",
+// "shards 0, 2-5, 9".
+func shardsText(ks []int) string {
+	var parts []string
+	for i := 0; i < len(ks); {
+		j := i
+		for j+1 < len(ks) && ks[j+1] == ks[j]+1 {
+			j++
+		}
+		switch {
+		case j == i:
+			parts = append(parts, strconv.Itoa(ks[i]))
+		default:
+			parts = append(parts, strconv.Itoa(ks[i])+"-"+strconv.Itoa(ks[j]))
+		}
+		i = j + 1
+	}
+	if len(ks) == 1 {
+		return "shard " + parts[0]
+	}
+	return "shards " + strings.Join(parts, ", ")
+}
