@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -403,4 +404,50 @@ func TestRefusedReads(t *testing.T) {
 		t.Error("an observer whose reads are refused delivered a leader")
 	}
 	refused("election Observer", o.Err())
+}
+
+// TestACLShardedUser: a sharded namespace works under an ACL user with the
+// minimal commands and the README's patterns for its shards; a new
+// namespace's shards share one restart grace from the first Dial.
+func TestACLShardedUser(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	setUser(t, srv, "lh-sharded", append(minimalRules(ns), "~{"+ns+"#*}:*", "&{"+ns+"#*}:*")...)
+	ctx := testutil.Ctx(t, 60*time.Second)
+	const ttl = time.Second
+	o := session.Options{Namespace: ns, TTL: ttl, RestartGrace: ttl, Shards: 4}
+	a, err := dialAs(ctx, t, srv.Addr(), "lh-sharded", o)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	b, err := dialAs(ctx, t, srv.Addr(), "lh-sharded", o)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	c := testutil.Client(t, srv.Addr())
+	for k := range 4 { // Dial set every shard's marker: one grace for all
+		if v, err := c.Do(ctx, c.B().Get().Key(scripts.ShardKeys(ns, k).Epoch()).Build()).ToString(); err != nil || !strings.HasSuffix(v, "|4") {
+			t.Fatalf("shard %d's epoch marker after Dial: %q %v", k, v, err)
+		}
+	}
+	for i := range 8 {
+		if _, err := mutex.New(a, fmt.Sprint("m", i)).TryLock(ctx); !errors.Is(err, session.ErrRestartGrace) {
+			t.Fatalf("TryLock in a new namespace = %v, want ErrRestartGrace", err)
+		}
+	}
+	h, err := mutex.New(a, "m").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	wait := async(func() (*session.Hold, error) { return mutex.New(b, "m").Lock(ctx) })
+	testutil.WaitFor(t, ctx, func() bool {
+		l, _ := c.Do(ctx, c.B().Llen().Key(scripts.ShardKeys(ns, scripts.ShardOf("m", 4)).Queue(scripts.Mutex, "m")).Build()).AsInt64()
+		return l == 1
+	})
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h2 := granted(t, wait, "the waiting Lock"); h2.Token() <= h.Token() {
+		t.Fatalf("hand-off token %d not above %d", h2.Token(), h.Token())
+	}
 }

@@ -121,7 +121,7 @@ func openGroup(ctx context.Context, c rueidis.Client, o Options, own bool) (*Gro
 // (scripts.GuardShards): at open, and before a shard's epoch marker is
 // recreated after a data loss.
 func (g *Group) checkShards(ctx context.Context) error {
-	err := scripts.GuardShards(ctx, g.bound, g.opt.Namespace, g.opt.Shards)
+	err := scripts.GuardShards(ctx, g.bound, g.opt.Namespace, g.opt.Shards, g.opt.RestartGrace)
 	switch {
 	case err == nil:
 		return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -63,7 +64,13 @@ func (e Env) shards() int { return max(e.Shards, 1) }
 // lost) and finding none that records another shard count: losing the
 // guard's master alone cannot let a session of another layout in while
 // the shards of the old one still hold.
-func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int) error {
+//
+// Having created the guard, it sets the epoch marker of each of the n
+// shards that has none (epoch_init.lua, with restart grace grace, in one
+// pipeline): the shards of a new namespace, or of one whose data was lost,
+// then share one restart grace from now, instead of each starting its own
+// at its first use.
+func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int, grace time.Duration) error {
 	guard := NewKeys(ns).Epoch()
 	found, _, err := runGuard(ctx, c, guard, n, guardRead)
 	if err != nil || found != 0 {
@@ -92,7 +99,17 @@ func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int) error 
 		}
 	}
 	found, _, err = runGuard(ctx, c, guard, n, guardCreate)
-	return guardErr(ns, n, found, err)
+	if err := guardErr(ns, n, found, err); err != nil {
+		return err
+	}
+	calls := make([]call, n)
+	for k := range n {
+		keys := []string{ShardKeys(ns, k).Epoch()}
+		calls[k] = call{epochInit, epochInit.keysFor(c, keys), []string{ms(grace), strconv.Itoa(n)}}
+	}
+	// Best effort: a shard whose marker this misses gets one at its first use.
+	_ = Env{C: c}.pipeline(ctx, calls, false)
+	return nil
 }
 
 // AssertShards re-asserts the guard of namespace ns, which a live session
