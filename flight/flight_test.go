@@ -3,6 +3,7 @@ package flight_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -571,4 +572,41 @@ func strconvQuote(s string) string {
 		s = s[:8]
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "?"), "\n", `\n`)
+}
+
+// TestShardedFlight: on a sharded namespace a key is computed once across
+// sessions, while one session computes it the other waits for its outcome,
+// and the keys spread over the shards.
+func TestShardedFlight(t *testing.T) {
+	addr := redistest.Addr(t)
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 20*time.Second)
+	o := session.Options{TTL: 5 * time.Second, Shards: 8}
+	a, b := testutil.Dial(t, addr, ns, o), testutil.Dial(t, addr, ns, o)
+	ga, gb := flight.New(a, "g", flight.Options{TTL: time.Minute}), flight.New(b, "g", flight.Options{TTL: time.Minute})
+	for i := range 16 {
+		key := fmt.Sprint("k", i)
+		ca, cb := gated(), &counted{}
+		got := make(chan error, 1)
+		go func() {
+			_, err := ga.Do(ctx, key, ca.fn(""))
+			got <- err
+		}()
+		<-ca.started
+		waited := make(chan []byte, 1)
+		go func() {
+			v, err := gb.Do(ctx, key, cb.fn("b"))
+			if err != nil {
+				t.Errorf("waiter of %s: %v", key, err)
+			}
+			waited <- v
+		}()
+		ca.gate <- result{v: "a-" + key}
+		if err := <-got; err != nil {
+			t.Fatalf("computing caller of %s: %v", key, err)
+		}
+		if v := <-waited; string(v) != "a-"+key || cb.n.Load() != 0 {
+			t.Fatalf("the other session got %q and ran fn %d times; want the computed value, no run", v, cb.n.Load())
+		}
+	}
 }
