@@ -113,9 +113,9 @@ func slotOwners(t *testing.T, rc *redistest.Cluster) func(slot int) *redistest.S
 }
 
 // shardsProbe is the smallest shard count cluster-shards-change (see
-// ClusterShardsChange) tries to open a namespace of Shards 16 with: such a
-// session reads the epoch markers of shards 0..shardsProbe-1 only when it
-// finds no guard.
+// ClusterShardsChange) tries to open a namespace of Shards 16 with. Finding
+// no guard, a session reads the epoch markers of every possible shard
+// (scripts.GuardShards; before dff2afd, of its own shards 0..n-1 only).
 const shardsProbe = 8
 
 // shardedFits reports whether ns suits a sharded scenario on a cluster
@@ -126,7 +126,11 @@ const shardsProbe = 8
 // The last makes the loss partial, and it is what the documented
 // expectation of cluster-shards-change rests on: a session of another
 // shard count finds, without the guard, a shard's marker that records the
-// namespace's count (scripts.GuardShards).
+// namespace's count (scripts.GuardShards), also if it read its own shards
+// only. (Were the guard and every shard the workload uses on the one
+// master, a session of another count could open there, legitimately: the
+// holders' copies are all gone and every shard it uses waits out a restart
+// grace.)
 func shardedFits(sc *Scenario, ns string, owner func(int) *redistest.Server, m *redistest.Server) bool {
 	if owner(redistest.Slot("{"+ns+"}")) != m || owner(redistest.Slot(scripts.ShardKeys(ns, sc.targetShard()).Epoch())) != m {
 		return false
@@ -366,6 +370,11 @@ func (p shardProbe) String() string {
 		p.refused, p.guard, p.marker, p.opened, p.failed, p.lastErr)
 }
 
+// probeTimeout bounds one probe's open: short, so that probes keep coming
+// while the master is down and meet it as soon as it is back, before the
+// holders' sessions have recreated the guard.
+const probeTimeout = 500 * time.Millisecond
+
 // probeShards opens sessions of the shard counts of others, in turn, on the
 // namespace, every 50ms until stop is closed (once when stop is nil), and
 // tallies how they were refused. An open is a violation (Violate); the
@@ -374,7 +383,7 @@ func (e *Env) probeShards(c rueidis.Client, others []int, stop <-chan struct{}) 
 	var p shardProbe
 	for i := 0; ; i++ {
 		n := others[i%len(others)]
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		s, err := session.New(ctx, c, session.Options{Namespace: e.Namespace, TTL: e.Scenario.TTL,
 			RestartGrace: e.Scenario.RestartGrace, Shards: n, Owner: "chaos-probe-" + strconv.Itoa(n)})
 		cancel()
@@ -393,8 +402,10 @@ func (e *Env) probeShards(c rueidis.Client, others []int, stop <-chan struct{}) 
 	}
 }
 
-// note tallies the outcome err of one probe with n shards.
+// note tallies the outcome err of one probe with n shards, and records it
+// in the history (a note of kind "probe").
 func (p *shardProbe) note(e *Env, n int, err error) {
+	e.Hist.Add(Event{Type: EvNote, T: Mono(), Proc: -1, Kind: "probe", N: int64(n), Detail: fmt.Sprint(err)})
 	own := strconv.Itoa(e.Scenario.Shards) + " shards"
 	switch {
 	case err == nil:
