@@ -87,13 +87,13 @@ var clusterScenarios = []Scenario{
 var shardedClusterScenarios = []Scenario{
 	{
 		Name: "cluster-shards-kill-ack", About: "16 shards: kill -9 the target shard's master; its replica takes over, it rejoins as replica; ReplicaAck 1",
-		Backend: Clustered, Shards: 16, TTL: 5 * time.Second, ReplicaAck: 1, Duration: 14 * time.Second,
+		Backend: Clustered, Shards: 16, TTL: 5 * time.Second, ReplicaAck: 1, Duration: 12 * time.Second,
 		Nemesis: ClusterKillMaster(clusterSchedule{Quiet0: 1500 * time.Millisecond, Quiet1: 2500 * time.Millisecond, MinFaults: 2}),
 	},
 	{
 		Name: "cluster-shards-change", About: "16 shards: kill -9 the master of the target shard and the guard, restart it at once, empty; sessions of 8 and 32 shards must be refused",
-		Backend: Clustered, Shards: 16, TTL: 5 * time.Second, RestartGrace: 5 * time.Second, Duration: 14 * time.Second,
-		Nemesis: ClusterShardsChange([]int{shardsProbe, 32}, time.Second, clusterSchedule{Quiet0: 4 * time.Second, Quiet1: 5 * time.Second, MinFaults: 2}),
+		Backend: Clustered, Shards: 16, TTL: 5 * time.Second, RestartGrace: 5 * time.Second, Duration: 10 * time.Second,
+		Nemesis: ClusterShardsChange([]int{shardsProbe, 32}, time.Second, clusterSchedule{Quiet0: 4 * time.Second, Quiet1: 5 * time.Second, MinFaults: 1}),
 	},
 	{
 		Name: "cluster-shards-failover-ack", About: "16 shards: manual CLUSTER FAILOVER of the target shard's master under load, every 5-6s; ReplicaAck 1",
