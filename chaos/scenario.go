@@ -242,7 +242,7 @@ func (r *Results) Table() string {
 			fmt.Sprintf("%d/%d", s.Reclaimed, s.ReclaimLost), s.StaleRejected, s.PauseOverlaps, s.LateAccepted,
 			cancel, s.MaxStallMs, recovery, gapColumn(s), overlap, len(s.Violations), len(s.Anomalies))
 	}
-	b.WriteString("columns: losses = holds lost; lease = sessions lost; reclaim = holds reclaimed/not reclaimed after Redis lost its data;\n" +
+	b.WriteString("columns: losses = holds lost; lease = sessions (sharded: lease copies) lost; reclaim = holds reclaimed/not reclaimed after Redis lost its data;\n" +
 		"stale = store ops refused for a stale token; pause = overlaps with a SIGSTOPped holder (fencing covers them);\n" +
 		"late = store ops accepted after a newer grant; cancel = latest observed hold cancel relative to sendTime(last beat)+TTL\n" +
 		"(negative: before; \"-\": no hold lost outside a process pause; lateness a scheduling stall explains is excused); stall = longest scheduling stall of a holder process;\n" +
