@@ -5,15 +5,20 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/session"
 )
 
 // startClustered starts a Redis Cluster (3 masters + 3 replicas, node timeout
@@ -21,18 +26,27 @@ import (
 // clients detect cluster mode from several seeds) and returns a namespace
 // whose slot the master of slot 16383 serves (rueidis sends keyless commands
 // to another node first, so bugs that depend on reaching the namespace's
-// master show there), with its epoch marker set.
+// master show there), with its epoch marker set. A sharded namespace
+// (Scenario.Shards) is picked by shardedFits instead, and every shard's
+// marker is set.
 func startClustered(t *testing.T, env *Env) string {
 	t.Helper()
 	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
 	env.Cluster = rc
 	env.Addrs = rc.Seeds()
 	last := rc.MasterOf(t, redistest.NumSlots-1)
+	owner := slotOwners(t, rc)
+	sc := env.Scenario
+	fits := func(ns string) bool { return owner(redistest.Slot("{"+ns+"}")) == last }
+	markers := func(ns string) []string { return []string{"{" + ns + "}:epoch"} }
+	if sc.Shards > 1 {
+		fits = func(ns string) bool { return shardedFits(sc, ns, owner, last) }
+		markers = func(ns string) []string { return shardMarkers(ns, sc.Shards) }
+	}
 	base := redistest.Namespace(t)
 	ns := ""
 	for i := range 1000 {
-		cand := base + "-" + strconv.Itoa(i)
-		if rc.MasterOf(t, redistest.Slot("{"+cand+"}")) == last {
+		if cand := base + "-" + strconv.Itoa(i); fits(cand) {
 			ns = cand
 			break
 		}
@@ -43,15 +57,153 @@ func startClustered(t *testing.T, env *Env) string {
 	c := rc.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.Do(ctx, c.B().Set().Key("{"+ns+"}:epoch").Value("0").Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
-		t.Fatalf("chaos: init epoch on the cluster: %v", err)
+	for _, key := range markers(ns) {
+		if err := c.Do(ctx, c.B().Set().Key(key).Value("0").Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
+			t.Fatalf("chaos: init epoch on the cluster: %v", err)
+		}
 	}
 	t.Logf("cluster %v; namespace %s in slot %d on %s", rc.Seeds(), ns, redistest.Slot("{"+ns+"}"), last.Addr())
+	if sc.Shards > 1 {
+		t.Logf("%d shards; the nemeses aim at shard %d (of %s) in slot %d; the workload's shards by master: %s",
+			sc.Shards, sc.targetShard(), sc.Mutexes[0], redistest.Slot(scripts.ShardKeys(ns, sc.targetShard()).Epoch()), usedShards(sc, ns, owner))
+	}
 	return ns
 }
 
-// nsSlot returns the hash slot of the scenario's namespace on a cluster.
-func (e *Env) nsSlot() int { return redistest.Slot("{" + e.Namespace + "}") }
+// slotOwners returns the master of each slot as CLUSTER SLOTS on a master
+// tells it now.
+func slotOwners(t *testing.T, rc *redistest.Cluster) func(slot int) *redistest.Server {
+	t.Helper()
+	ms := rc.Masters(t)
+	byID := map[string]*redistest.Server{}
+	for _, n := range rc.Nodes() {
+		byID[rc.ID(n)] = n
+	}
+	type span struct {
+		from, to int64
+		m        *redistest.Server
+	}
+	var spans []span
+	rows, err := ms[0].Do(t, "CLUSTER", "SLOTS").ToArray()
+	for _, row := range rows {
+		f, _ := row.ToArray()
+		if len(f) < 3 {
+			continue
+		}
+		from, _ := f[0].AsInt64()
+		to, _ := f[1].AsInt64()
+		node, _ := f[2].ToArray()
+		if len(node) < 3 {
+			continue
+		}
+		id, _ := node[2].ToString()
+		spans = append(spans, span{from, to, byID[id]})
+	}
+	if err != nil || len(spans) == 0 {
+		t.Fatalf("chaos: CLUSTER SLOTS on %s: %v (%d ranges)", ms[0].Addr(), err, len(spans))
+	}
+	return func(slot int) *redistest.Server {
+		for _, s := range spans {
+			if int64(slot) >= s.from && int64(slot) <= s.to {
+				return s.m
+			}
+		}
+		return nil
+	}
+}
+
+// shardsProbe is the smallest shard count cluster-shards-change (see
+// ClusterShardsChange) tries to open a namespace of Shards 16 with. Finding
+// no guard, a session reads the epoch markers of every possible shard
+// (scripts.GuardShards; before dff2afd, of its own shards 0..n-1 only).
+const shardsProbe = 8
+
+// shardedFits reports whether ns suits a sharded scenario on a cluster
+// whose master of slot 16383 is m: m serves the namespace's guard
+// ({ns}:epoch) and the shard the nemeses aim at (Env.nsSlot), so that a
+// fault of that master loses the guard with the shard; and another master
+// serves a shard that the workload uses, with an index below shardsProbe.
+// The last makes the loss partial, and it is what the documented
+// expectation of cluster-shards-change rests on: a session of another
+// shard count finds, without the guard, a shard's marker that records the
+// namespace's count (scripts.GuardShards), also if it read its own shards
+// only. (Were the guard and every shard the workload uses on the one
+// master, a session of another count could open there, legitimately: the
+// holders' copies are all gone and every shard it uses waits out a restart
+// grace.)
+func shardedFits(sc *Scenario, ns string, owner func(int) *redistest.Server, m *redistest.Server) bool {
+	if owner(redistest.Slot("{"+ns+"}")) != m || owner(redistest.Slot(scripts.ShardKeys(ns, sc.targetShard()).Epoch())) != m {
+		return false
+	}
+	for _, name := range sc.names() {
+		if k := scripts.ShardOf(name, sc.Shards); k < shardsProbe && owner(redistest.Slot(scripts.ShardKeys(ns, k).Epoch())) != m {
+			return true
+		}
+	}
+	return false
+}
+
+// shardMarkers returns the epoch marker keys of the n shards of ns.
+func shardMarkers(ns string, n int) []string {
+	out := make([]string, n)
+	for k := range n {
+		out[k] = scripts.ShardKeys(ns, k).Epoch()
+	}
+	return out
+}
+
+// usedShards describes which shards the workload of sc uses on which
+// master, for the log.
+func usedShards(sc *Scenario, ns string, owner func(int) *redistest.Server) string {
+	by := map[string][]string{}
+	for _, name := range sc.names() {
+		k := scripts.ShardOf(name, sc.Shards)
+		m := owner(redistest.Slot(scripts.ShardKeys(ns, k).Epoch())).Addr()
+		by[m] = append(by[m], fmt.Sprintf("%d (%s)", k, name))
+	}
+	var parts []string
+	for _, m := range slices.Sorted(maps.Keys(by)) {
+		parts = append(parts, m+": "+strings.Join(by[m], ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// names returns the resource names the workload of sc uses: those whose
+// shards hold its keys (see shardName).
+func (sc *Scenario) names() []string {
+	var out []string
+	for _, kind := range sc.Kinds {
+		switch kind {
+		case Mutex:
+			out = append(out, sc.Mutexes...)
+		case Semaphore:
+			out = append(out, semName)
+		case Election:
+			out = append(out, elName)
+		case RWMutex:
+			out = append(out, rwName)
+		case Pool, Job:
+			out = append(out, shardName(kind, ""))
+		}
+	}
+	return out
+}
+
+// targetShard is the shard a sharded scenario's nemeses aim at: that of
+// its first mutex, the most contended name and the one whose hand-offs
+// the gap check measures.
+func (sc *Scenario) targetShard() int { return scripts.ShardOf(sc.Mutexes[0], sc.Shards) }
+
+// nsSlot returns the hash slot of the scenario's namespace on a cluster:
+// with shards, the slot of the shard the nemeses aim at (targetShard). A
+// fault of its master hits every shard that master serves; a migration
+// moves this slot only.
+func (e *Env) nsSlot() int {
+	if e.Scenario.Shards > 1 {
+		return redistest.Slot(scripts.ShardKeys(e.Namespace, e.Scenario.targetShard()).Epoch())
+	}
+	return redistest.Slot("{" + e.Namespace + "}")
+}
 
 // nsMaster returns the node that serves the namespace's slot now.
 func (e *Env) nsMaster() *redistest.Server { return e.Cluster.MasterOf(e.T, e.nsSlot()) }
@@ -167,6 +319,125 @@ func ClusterRestartEmpty(cs clusterSchedule) func(*Env) {
 			e.Heal("%s back with its slots; cluster healthy", m.Addr())
 		})
 	}
+}
+
+// ClusterShardsChange is ClusterRestartEmpty of a sharded namespace's
+// target master, which also serves the namespace's guard (see
+// shardedFits), while sessions with other shard counts (others, in turn)
+// try to open on the namespace, from the fault until settle after its
+// heal, as a rolling deploy that changes Options.Shards would. Every one
+// must be refused with session.ErrShardsMismatch, by the guard once a
+// holder's session has recreated it, or before by the epoch marker of a
+// shard on another master (scripts.GuardShards): the holders of the
+// namespace's own shard count still hold. A probe that opens is a
+// violation ("shards-change"), and so is a fault after whose heal no probe
+// was refused.
+func ClusterShardsChange(others []int, settle time.Duration, cs clusterSchedule) func(*Env) {
+	return func(e *Env) {
+		c := e.Cluster.Client(e.T)
+		before := e.probeShards(c, others, nil)
+		e.T.Logf("%s before the first fault: %s", e.since(), before)
+		cs.run(e, func(e *Env) {
+			m := e.nsMaster()
+			e.Fault(FaultRestartEmpty, "SIGKILL of %s, master of slot %d and of the guard's slot %d, restarted at once (empty, no failover); sessions of %v shards try to open",
+				m.Addr(), e.nsSlot(), redistest.Slot("{"+e.Namespace+"}"), others)
+			stop := make(chan struct{})
+			res := make(chan shardProbe, 1)
+			go func() { res <- e.probeShards(c, others, stop) }()
+			e.Cluster.RestartEmpty(e.T, m)
+			healed := Mono()
+			e.Heal("%s back with its slots; cluster healthy; %d holds open", m.Addr(), e.openHolds())
+			time.Sleep(settle)
+			close(stop)
+			p := <-res
+			e.T.Logf("%s probes: %s", e.since(), p)
+			if p.lastRefused < healed {
+				e.Violate("shards-change", "no session of %v shards was refused after the heal (%s)", others, p)
+			}
+		})
+	}
+}
+
+// shardProbe tallies the outcomes of probeShards.
+type shardProbe struct {
+	guard, marker, refused, opened, failed int    // refusals by the guard, by a shard's marker, in all; opens; other errors
+	lastRefused                            int64  // Mono time of the last refusal
+	lastErr                                string // the last refusal's, or other error's, message
+}
+
+func (p shardProbe) String() string {
+	return fmt.Sprintf("%d refused (%d by the guard, %d by a shard's epoch marker), %d opened, %d failed otherwise; last: %s",
+		p.refused, p.guard, p.marker, p.opened, p.failed, p.lastErr)
+}
+
+// probeTimeout bounds one probe's open: short, so that probes keep coming
+// while the master is down and meet it as soon as it is back, before the
+// holders' sessions have recreated the guard.
+const probeTimeout = 500 * time.Millisecond
+
+// probeShards opens sessions of the shard counts of others, in turn, on the
+// namespace, every 50ms until stop is closed (once when stop is nil), and
+// tallies how they were refused. An open is a violation (Violate); the
+// session is closed at once, inside its restart grace.
+func (e *Env) probeShards(c rueidis.Client, others []int, stop <-chan struct{}) shardProbe {
+	var p shardProbe
+	for i := 0; ; i++ {
+		n := others[i%len(others)]
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		s, err := session.New(ctx, c, session.Options{Namespace: e.Namespace, TTL: e.Scenario.TTL,
+			RestartGrace: e.Scenario.RestartGrace, Shards: n, Owner: "chaos-probe-" + strconv.Itoa(n)})
+		cancel()
+		p.note(e, n, err)
+		if err == nil {
+			_ = s.Close()
+		}
+		if stop == nil {
+			return p
+		}
+		select {
+		case <-stop:
+			return p
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// note tallies the outcome err of one probe with n shards, and records it
+// in the history (a note of kind "probe").
+func (p *shardProbe) note(e *Env, n int, err error) {
+	e.Hist.Add(Event{Type: EvNote, T: Mono(), Proc: -1, Kind: "probe", N: int64(n), Detail: fmt.Sprint(err)})
+	own := strconv.Itoa(e.Scenario.Shards) + " shards"
+	switch {
+	case err == nil:
+		p.opened++
+		e.Violate("shards-change", "a session of %d shards opened on the namespace of %d shards, whose holders still hold", n, e.Scenario.Shards)
+		return
+	case !errors.Is(err, session.ErrShardsMismatch):
+		p.failed++
+	case strings.Contains(err.Error(), "records "+own):
+		p.marker++
+	case strings.Contains(err.Error(), "has "+own):
+		p.guard++
+	}
+	if errors.Is(err, session.ErrShardsMismatch) {
+		p.refused++
+		p.lastRefused = Mono()
+	}
+	p.lastErr = err.Error()
+}
+
+// openHolds returns how many holds are open now, as the history shows.
+func (e *Env) openHolds() int {
+	open := map[string]bool{}
+	for _, ev := range e.Hist.Events() {
+		switch ev.Type {
+		case EvGrant:
+			open[ev.Hold] = true
+		case EvEnd:
+			delete(open, ev.Hold)
+		}
+	}
+	return len(open)
 }
 
 // ClusterFailover runs a manual CLUSTER FAILOVER on the replica of the

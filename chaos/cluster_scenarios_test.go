@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -74,6 +75,43 @@ var clusterScenarios = []Scenario{
 	},
 }
 
+// shardedClusterScenarios run the cluster tier's nemeses on a namespace of
+// 16 shards (Scenario.Shards), shorter: the shards spread the workload's
+// names over the three masters, the nemeses aim at the master (or, for a
+// migration, the slot) of the first mutex's shard, whose master also
+// serves the namespace's guard (shardedFits), so each fault hits some of
+// the workload's shards and spares others. A lost shard ends only its own
+// holds. cluster-shards-change restarts that master empty (losing the
+// guard with its shards) while sessions of 8 and 32 shards try to open:
+// every one must be refused. TTLs as in clusterScenarios.
+var shardedClusterScenarios = []Scenario{
+	{
+		Name: "cluster-shards-kill-ack", About: "16 shards: kill -9 the target shard's master; its replica takes over, it rejoins as replica; ReplicaAck 1",
+		Backend: Clustered, Shards: 16, TTL: 5 * time.Second, ReplicaAck: 1, Duration: 12 * time.Second,
+		Nemesis: ClusterKillMaster(clusterSchedule{Quiet0: 1500 * time.Millisecond, Quiet1: 2500 * time.Millisecond, MinFaults: 2}),
+	},
+	{
+		Name: "cluster-shards-change", About: "16 shards: kill -9 the master of the target shard and the guard, restart it at once, empty; sessions of 8 and 32 shards must be refused",
+		Backend: Clustered, Shards: 16, TTL: 5 * time.Second, RestartGrace: 5 * time.Second, Duration: 10 * time.Second,
+		Nemesis: ClusterShardsChange([]int{shardsProbe, 32}, time.Second, clusterSchedule{Quiet0: 4 * time.Second, Quiet1: 5 * time.Second, MinFaults: 1}),
+	},
+	{
+		Name: "cluster-shards-failover-ack", About: "16 shards: manual CLUSTER FAILOVER of the target shard's master under load, every 5-6s; ReplicaAck 1",
+		Backend: Clustered, Shards: 16, TTL: 2 * time.Second, ReplicaAck: 1, Duration: 12 * time.Second,
+		Nemesis: ClusterFailover(clusterSchedule{Quiet0: 4 * time.Second, Quiet1: 5 * time.Second, MinFaults: 2}),
+	},
+	{
+		Name: "cluster-shards-migrate", About: "16 shards: move the target shard's slot to another master and back, a pause per key: each move ~1s of the 3s TTL",
+		Backend: Clustered, Shards: 16, TTL: 3 * time.Second, Duration: 12 * time.Second,
+		Nemesis: ClusterMigrate(time.Second, clusterSchedule{Quiet0: time.Second, Quiet1: 2 * time.Second, MinFaults: 2}),
+	},
+	{
+		Name: "cluster-shards-script-flush", About: "16 shards: SCRIPT FLUSH on every node every 0.2-1s",
+		Backend: Clustered, Shards: 16, TTL: 2 * time.Second, Duration: 8 * time.Second,
+		Nemesis: ClusterScriptFlush(clusterSchedule{Quiet0: 200 * time.Millisecond, Quiet1: time.Second, MinFaults: 5}),
+	},
+}
+
 // TestChaosCluster runs the cluster tier and prints its summary table.
 func TestChaosCluster(t *testing.T) {
 	gated(t)
@@ -82,7 +120,7 @@ func TestChaosCluster(t *testing.T) {
 	t.Cleanup(func() {
 		t.Logf("chaos cluster summary (master seed %d, %v):\n%s", Seed, time.Since(start).Round(time.Second), res.Table())
 	})
-	for _, sc := range clusterScenarios {
+	for _, sc := range slices.Concat(clusterScenarios, shardedClusterScenarios) {
 		t.Run(sc.Name, func(t *testing.T) {
 			res.Add(Run(t, sc))
 		})

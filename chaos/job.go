@@ -41,6 +41,7 @@ func (w *worker) runJob(ctx context.Context) {
 		LockDelay:    w.cfg.LockDelay,
 		RestartGrace: w.cfg.RestartGrace,
 		ReplicaAck:   w.cfg.ReplicaAck,
+		Shards:       w.cfg.Shards,
 		Owner:        "chaos-p" + strconv.Itoa(w.cfg.Proc) + "-job",
 		Logger:       w.sm.log,
 	})
@@ -52,8 +53,9 @@ func (w *worker) runJob(ctx context.Context) {
 	}
 	err = job.Run(ctx, func(rctx context.Context, r schedule.Run) error {
 		s, h := jobctx.From(rctx)
+		dl := holdDeadline(rctx, w.em, s, shardName(Job, jobName), h)
 		w.em.emit(Event{Type: EvGrant, Kind: Job, Res: jobName, Hold: h.ID(), Token: r.Token, N: 1, Call: Mono(),
-			Deadline: monoOf(s.Deadline()), Detail: r.Slot.UTC().Format(time.RFC3339)})
+			Deadline: monoOf(dl.Deadline()), Detail: r.Slot.UTC().Format(time.RFC3339)})
 		t := time.NewTimer(w.between(w.cfg.HoldMin, w.cfg.HoldMax))
 		defer t.Stop()
 		select {
@@ -61,11 +63,11 @@ func (w *worker) runJob(ctx context.Context) {
 		case <-rctx.Done():
 		}
 		if h.Err() != nil {
-			w.lost(s, h, jobName)
+			w.lost(dl, h, jobName)
 			return nil
 		}
 		w.em.emit(Event{Type: EvEnd, How: "release", Kind: Job, Res: jobName, Hold: h.ID(), Token: h.Token(),
-			Deadline: monoOf(s.Deadline())})
+			Deadline: monoOf(dl.Deadline())})
 		return nil
 	})
 	if ctx.Err() == nil {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,9 @@ type Scenario struct {
 	// library's default, max(longest TTL, session.DefaultRestartGrace),
 	// which the checker then takes.
 	RestartGrace time.Duration
+	// Shards is every session's Options.Shards (0: unsharded). On a
+	// cluster, the nemeses then aim at one shard: see Env.nsSlot.
+	Shards int
 	// Unprotected marks a measurement of a configuration leasehold does not
 	// make guarantees for (failover without ReplicaAck): broken properties
 	// are reported as anomalies and do not fail the test.
@@ -105,6 +109,26 @@ type Env struct {
 	Namespace string             // the scenario's namespace
 
 	ctx context.Context
+
+	mu    sync.Mutex
+	found []Violation // what the nemesis itself saw broken (Violate)
+}
+
+// Violate records a broken property that the nemesis itself observed
+// (such as a session it expected to be refused opening), which the
+// scenario then reports with the checker's.
+func (e *Env) Violate(what, format string, args ...any) {
+	v := Violation{What: what, T: Mono(), Detail: fmt.Sprintf(format, args...)}
+	e.mu.Lock()
+	e.found = append(e.found, v)
+	e.mu.Unlock()
+	e.T.Logf("%s %s: %s", e.since(), what, v.Detail)
+}
+
+func (e *Env) violations() []Violation {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.found)
 }
 
 // Running reports whether the nemesis should go on.
@@ -218,7 +242,7 @@ func (r *Results) Table() string {
 			fmt.Sprintf("%d/%d", s.Reclaimed, s.ReclaimLost), s.StaleRejected, s.PauseOverlaps, s.LateAccepted,
 			cancel, s.MaxStallMs, recovery, gapColumn(s), overlap, len(s.Violations), len(s.Anomalies))
 	}
-	b.WriteString("columns: losses = holds lost; lease = sessions lost; reclaim = holds reclaimed/not reclaimed after Redis lost its data;\n" +
+	b.WriteString("columns: losses = holds lost; lease = sessions (sharded: lease copies) lost; reclaim = holds reclaimed/not reclaimed after Redis lost its data;\n" +
 		"stale = store ops refused for a stale token; pause = overlaps with a SIGSTOPped holder (fencing covers them);\n" +
 		"late = store ops accepted after a newer grant; cancel = latest observed hold cancel relative to sendTime(last beat)+TTL\n" +
 		"(negative: before; \"-\": no hold lost outside a process pause; lateness a scheduling stall explains is excused); stall = longest scheduling stall of a holder process;\n" +
@@ -261,7 +285,8 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	// holds: recorded as holders in both, of a live session, granted to no
 	// worker (a background withdrawal would have removed them within one
 	// heartbeat interval).
-	st1, st2, stable := masterSnapshots(env.stateAddr, env.Namespace, sc.TTL)
+	spaces := env.keySpaces()
+	st1, st2, stable := masterSnapshots(spaces, sc.TTL)
 	if !stable {
 		t.Logf("phantom check skipped: the master changed during each of 3 attempts at two snapshots %v apart", sc.TTL)
 	}
@@ -278,9 +303,10 @@ func Run(t *testing.T, sc Scenario) *Summary {
 	}, origin, evs, ops, s)
 	handoff(t, &sc, evs, end, s)
 	s.Seconds = time.Since(start).Seconds()
-	notePhantoms(s, phantoms(st1, st2, grantedHolds(evs)), end) // none without stable snapshots
+	notePhantoms(s, phantomsIn(spaces, st1, st2, grantedHolds(evs)), end) // none without stable snapshots
+	noteViolations(s, env.violations())
 	logSummary(t, s)
-	keepHistory(t, Dump{Scenario: sc.Name, Seed: seed, Origin: origin, Params: sc, Summary: s, Events: evs, Store: ops, State: st2}, dir)
+	keepHistory(t, Dump{Scenario: sc.Name, Seed: seed, Origin: origin, Params: sc, Summary: s, Events: evs, Store: ops, State: stateOf(spaces, st2)}, dir)
 	return s
 }
 
@@ -319,18 +345,28 @@ func startBackend(t *testing.T, env *Env, sc *Scenario) string {
 	case Plain, AOF:
 		env.Redis = redistest.Start(t, redistest.Options{AOF: sc.Backend == AOF, Args: sc.RedisArgs})
 		env.Addrs = []string{env.Redis.Addr()}
-		testutil.InitEpoch(t, env.Redis.Addr(), ns)
+		initNamespace(t, env.Redis.Addr(), ns, sc.Shards)
 	case Sentineled:
 		env.Sentinel = StartSentinel(t)
 		env.Addrs = env.Sentinel.Addrs()
-		testutil.InitEpoch(t, env.Sentinel.MasterAddr(), ns)
+		initNamespace(t, env.Sentinel.MasterAddr(), ns, sc.Shards)
 	case External:
 		sc.Setup(env)
-		testutil.InitEpoch(t, env.Addrs[0], ns)
+		initNamespace(t, env.Addrs[0], ns, sc.Shards)
 	case Clustered:
 		ns = startClustered(t, env)
 	}
 	return ns
+}
+
+// initNamespace marks namespace ns on addr intact: its epoch marker, or
+// with shards > 1 every shard's (testutil.InitShards).
+func initNamespace(t *testing.T, addr, ns string, shards int) {
+	if shards > 1 {
+		testutil.InitShards(t, addr, ns, shards)
+		return
+	}
+	testutil.InitEpoch(t, addr, ns)
 }
 
 // startProcs starts the scenario's holder processes into env.Procs, their
@@ -346,7 +382,7 @@ func startProcs(t *testing.T, env *Env, seed int64, store, dir string) []time.Du
 		procTTL = append(procTTL, ttl)
 		cfg := WorkerConfig{
 			Proc: i, Seed: uint64(seed) + uint64(i)*7919, Addrs: env.Addrs, Namespace: env.Namespace,
-			TTL: ttl, LockDelay: sc.LockDelay, RestartGrace: sc.RestartGrace, ReplicaAck: sc.ReplicaAck, Store: store,
+			TTL: ttl, LockDelay: sc.LockDelay, RestartGrace: sc.RestartGrace, ReplicaAck: sc.ReplicaAck, Shards: sc.Shards, Store: store,
 			Kinds: sc.Kinds, Mutexes: sc.Mutexes, SemLimit: 3, SemMaxN: 2,
 			PoolKeys: []string{"k0", "k1", "k2", "k3"},
 			HoldMin:  30 * time.Millisecond, HoldMax: 250 * time.Millisecond,
@@ -440,6 +476,16 @@ func notePhantoms(s *Summary, phs []string, end int64) {
 		} else {
 			s.Violations = append(s.Violations, v)
 		}
+	}
+}
+
+// noteViolations records vs, which the nemesis observed, as violations of
+// s, or as anomalies when its scenario is unprotected.
+func noteViolations(s *Summary, vs []Violation) {
+	if s.Unprotected {
+		s.Anomalies = append(s.Anomalies, vs...)
+	} else {
+		s.Violations = append(s.Violations, vs...)
 	}
 }
 

@@ -2,12 +2,15 @@ package chaos
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/scripts"
 )
 
@@ -87,24 +90,111 @@ func (st State) leaseAlive(sid string) bool {
 	return ok
 }
 
-// masterSnapshots takes two snapshots of namespace ns a TTL apart on the
-// master addr returns, both on the same node and that node a master at the
-// end. Sentinel may still fail over on its own after the last heal (seen: a
-// third failover the harness did not ask for), and a snapshot of a node
-// being demoted shows writes the new master never had or already undid as
-// leaks. It tries 3 times and reports whether it succeeded.
-func masterSnapshots(addr func() string, ns string, ttl time.Duration) (State, State, bool) {
+// keySpace is one hash slot's worth of a namespace: the namespace itself,
+// or one of its shards (Scenario.Shards), and where its master is now.
+type keySpace struct {
+	ns   string        // what snapshot reads: the namespace, or "<ns>#<k>" for shard k
+	addr func() string // the address of its master now
+}
+
+// keySpaces returns the key spaces of the scenario's namespace: itself
+// when unsharded, else each of its shards.
+func (env *Env) keySpaces() []keySpace {
+	n := env.Scenario.Shards
+	if n <= 1 {
+		return []keySpace{{ns: env.Namespace, addr: env.stateAddr}}
+	}
+	out := make([]keySpace, n)
+	for k := range n {
+		ks := keySpace{ns: env.Namespace + "#" + strconv.Itoa(k), addr: env.stateAddr}
+		if env.Cluster != nil {
+			slot := redistest.Slot(scripts.ShardKeys(env.Namespace, k).Epoch())
+			ks.addr = func() string { return env.Cluster.MasterOf(env.T, slot).Addr() }
+		}
+		out[k] = ks
+	}
+	return out
+}
+
+// masterSnapshots takes two snapshots of every key space a TTL apart, each
+// key space's on the master its addr returns, both on the same node and
+// that node a master at the end. Sentinel may still fail over on its own
+// after the last heal (seen: a third failover the harness did not ask for),
+// and a snapshot of a node being demoted shows writes the new master never
+// had or already undid as leaks. It tries 3 times and reports whether it
+// succeeded.
+func masterSnapshots(spaces []keySpace, ttl time.Duration) ([]State, []State, bool) {
 	for range 3 {
-		a1 := addr()
-		st1 := snapshot(a1, ns)
+		a1, st1 := snapshotAll(spaces)
 		time.Sleep(ttl)
-		a2 := addr()
-		st2 := snapshot(a2, ns)
-		if a1 != "" && a1 == a2 && isMaster(a2) {
+		a2, st2 := snapshotAll(spaces)
+		if slices.Equal(a1, a2) && allMasters(a2) {
 			return st1, st2, true
 		}
 	}
 	return nil, nil, false
+}
+
+// snapshotAll snapshots each key space on its master; it returns the
+// masters' addresses and the snapshots.
+func snapshotAll(spaces []keySpace) ([]string, []State) {
+	addrs := make([]string, len(spaces))
+	sts := make([]State, len(spaces))
+	for i, ks := range spaces {
+		addrs[i] = ks.addr()
+		sts[i] = snapshot(addrs[i], ks.ns)
+	}
+	return addrs, sts
+}
+
+// allMasters reports whether every address of addrs is set and answers
+// ROLE with "master".
+func allMasters(addrs []string) bool {
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		if a == "" {
+			return false
+		}
+		if !seen[a] && !isMaster(a) {
+			return false
+		}
+		seen[a] = true
+	}
+	return true
+}
+
+// stateOf is what a history dump keeps of snapshots sts of spaces: the
+// namespace's keys, or for a sharded one each used shard's by its name.
+func stateOf(spaces []keySpace, sts []State) State {
+	switch {
+	case len(sts) == 0:
+		return nil
+	case len(spaces) == 1:
+		return sts[0]
+	}
+	out := State{}
+	for i, st := range sts {
+		if len(st) > 1 || (len(st) == 1 && st["epoch"] == nil) {
+			out[spaces[i].ns] = st
+		}
+	}
+	return out
+}
+
+// phantomsIn is phantoms for every key space (a hold and its lease copy
+// are in the same shard), each named by its key space when there are
+// several.
+func phantomsIn(spaces []keySpace, a, b []State, granted map[string]bool) []string {
+	var out []string
+	for i := range min(len(a), len(b)) {
+		for _, ph := range phantoms(a[i], b[i], granted) {
+			if len(spaces) > 1 {
+				ph = spaces[i].ns + ": " + ph
+			}
+			out = append(out, ph)
+		}
+	}
+	return out
 }
 
 // isMaster reports whether the Redis at addr answers ROLE with "master".

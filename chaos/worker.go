@@ -21,6 +21,8 @@ import (
 
 	"github.com/leasehold/leasehold/election"
 	"github.com/leasehold/leasehold/fence"
+	"github.com/leasehold/leasehold/internal/hook"
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
 	"github.com/leasehold/leasehold/rwmutex"
@@ -70,6 +72,7 @@ type WorkerConfig struct {
 	OpEvery    time.Duration
 
 	RestartGrace time.Duration // the sessions' Options.RestartGrace; 0: the default
+	Shards       int           // the sessions' Options.Shards; 0: unsharded
 }
 
 // Resource names, fixed for every scenario.
@@ -290,6 +293,7 @@ func (m *sessions) get(ctx context.Context) (*session.Session, error) {
 			LockDelay:    m.cfg.LockDelay,
 			RestartGrace: m.cfg.RestartGrace,
 			ReplicaAck:   m.cfg.ReplicaAck,
+			Shards:       m.cfg.Shards,
 			Owner:        "chaos-p" + strconv.Itoa(m.cfg.Proc),
 			Logger:       m.log,
 			Metrics:      m.reg,
@@ -371,13 +375,55 @@ func (w *worker) once(ctx context.Context, s *session.Session) {
 		}
 		return
 	}
+	dl := holdDeadline(ctx, w.em, s, shardName(w.kind, res), h)
 	ev := Event{Type: EvGrant, Kind: w.kind, Res: res, Hold: h.ID(), Token: h.Token(), N: n,
-		Call: call, Deadline: monoOf(s.Deadline())}
+		Call: call, Deadline: monoOf(dl.Deadline())}
 	if w.kind == RWMutex && w.shared {
 		ev.Detail = readDetail
 	}
 	w.em.emit(ev)
-	w.hold(ctx, s, h, res)
+	w.hold(ctx, dl, h, res)
+}
+
+// deadliner is what a hold's local deadline is read from: its session, or
+// the lease copy of its shard when the session is sharded.
+type deadliner interface{ Deadline() time.Time }
+
+// fixedDeadline is a deadline that does not move.
+type fixedDeadline time.Time
+
+func (d fixedDeadline) Deadline() time.Time { return time.Time(d) }
+
+// holdDeadline returns what h's local deadline is read from. A sharded
+// session's Deadline is the earliest of its lease copies' (the zero time
+// while it has none), and a hold depends on its own shard's copy only: the
+// copy that granted it, found by name (the resource name that picks the
+// shard) and checked by id. Should that copy have ended and been replaced
+// already, the hold is lost: its deadline is taken as now (and noted).
+func holdDeadline(ctx context.Context, em *emitter, s *session.Session, name string, h *session.Hold) deadliner {
+	if s.Options().Shards <= 1 {
+		return s
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	l, err := hook.LeaseFor(ctx, s, name)
+	if err != nil || l.ID() != scripts.SessionOf(h.ID()) {
+		em.emit(Event{Type: EvNote, Kind: "copy-gone", Hold: h.ID(), Detail: fmt.Sprintf("lease copy of shard of %q not found (%v): deadline taken as now", name, err)})
+		return fixedDeadline(time.Now())
+	}
+	return l
+}
+
+// shardName returns the name whose shard holds a hold of kind on res: res,
+// but for a pool (res is the member) and a job (its mutex's name).
+func shardName(kind, res string) string {
+	switch kind {
+	case Pool:
+		return poolName
+	case Job:
+		return "schedule:" + jobName
+	}
+	return res
 }
 
 func (w *worker) acquire(ctx context.Context, s *session.Session) (*session.Hold, string, int64, error) {
@@ -419,7 +465,7 @@ func (w *worker) acquire(ctx context.Context, s *session.Session) (*session.Hold
 }
 
 // hold works under h until its time is up (then releases) or h ends.
-func (w *worker) hold(ctx context.Context, s *session.Session, h *session.Hold, res string) {
+func (w *worker) hold(ctx context.Context, s deadliner, h *session.Hold, res string) {
 	d := w.between(w.cfg.HoldMin, w.cfg.HoldMax)
 	if w.rnd.Float64() < w.cfg.LongP {
 		d = w.between(w.cfg.LongMin, w.cfg.LongMax)
@@ -457,7 +503,7 @@ func (w *worker) hold(ctx context.Context, s *session.Session, h *session.Hold, 
 // alive reports whether h is still held, and records a "late" event if it
 // is although the send time of the session's last confirmed heartbeat + TTL
 // has passed (Session.Deadline is that minus TTL/100 + 5ms).
-func (w *worker) alive(s *session.Session, h *session.Hold) bool {
+func (w *worker) alive(s deadliner, h *session.Hold) bool {
 	d1 := s.Deadline()
 	now := Mono()
 	err := h.Err()
@@ -478,7 +524,7 @@ func (w *worker) alive(s *session.Session, h *session.Hold) bool {
 // fencedIncr reads the resource's value in the fenced store with h's token,
 // then writes it + 1, as work under a lock does. It reports false when h
 // ended in between.
-func (w *worker) fencedIncr(ctx context.Context, s *session.Session, h *session.Hold, key string) bool {
+func (w *worker) fencedIncr(ctx context.Context, s deadliner, h *session.Hold, key string) bool {
 	r := w.storeOp(ctx, "r", h, key, func(ctx context.Context) (int64, int64, error) {
 		return storeRead(ctx, w.store, key, h.Token())
 	})
@@ -517,7 +563,7 @@ func (w *worker) storeOp(ctx context.Context, op string, h *session.Hold, key st
 	return o
 }
 
-func (w *worker) release(s *session.Session, h *session.Hold, res string) {
+func (w *worker) release(s deadliner, h *session.Hold, res string) {
 	t := Mono()
 	if h.Err() != nil {
 		w.lost(s, h, res)
@@ -532,7 +578,7 @@ func (w *worker) release(s *session.Session, h *session.Hold, res string) {
 	}
 }
 
-func (w *worker) lost(s *session.Session, h *session.Hold, res string) {
+func (w *worker) lost(s deadliner, h *session.Hold, res string) {
 	t := Mono()
 	w.em.emit(Event{Type: EvEnd, T: t, How: "lost", Kind: w.kind, Res: res, Hold: h.ID(), Token: h.Token(),
 		Deadline: monoOf(s.Deadline()), Cause: fmt.Sprint(context.Cause(h.Context()))})
