@@ -21,43 +21,16 @@ import (
 
 	"github.com/leasehold/leasehold/internal/conn"
 	"github.com/leasehold/leasehold/internal/scripts"
-	"github.com/leasehold/leasehold/session"
 )
 
-// shardLayout is the layout version a sharded namespace's guard records
-// (field "v") that this command knows: scripts' shardLayout.
-const shardLayout = 1
-
-// readShards reads the shard count of namespace ns from its guard {ns}:epoch
-// in one round trip: N for a sharded namespace's guard, 1 when the key is
-// an unsharded namespace's epoch marker (a string: HMGET fails with
-// WRONGTYPE), 0 when it is missing: a namespace nothing has used yet, or
-// whose data Redis lost, which have no layout until the next session gives
-// them one.
+// readShards reads the shard count of namespace ns from its guard
+// {ns}:epoch (scripts.ReadShards): N for a sharded namespace, 1 for an
+// unsharded one, 0 when nothing has laid it out yet (or Redis lost its
+// guard), which has no layout until the next session gives it one.
 func readShards(ctx context.Context, c rueidis.Client, ns string) (int, error) {
-	key := scripts.NewKeys(ns).Epoch()
-	f, err := c.Do(ctx, c.B().Hmget().Key(key).Field("shards", "v").Build()).ToArray()
+	n, err := scripts.ReadShards(ctx, conn.Bound(c), ns)
 	if err != nil {
-		if e, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(e.Error(), "WRONGTYPE") {
-			return 1, nil
-		}
-		return 0, fmt.Errorf("read the shard count of namespace %q (HMGET %s): %w", ns, key, err)
-	}
-	if len(f) != 2 {
-		return 0, fmt.Errorf("read the shard count of namespace %q: HMGET %s: %d fields", ns, key, len(f))
-	}
-	shards, err1 := f[0].ToString()
-	v, err2 := f[1].ToString()
-	if rueidis.IsRedisNil(err1) && rueidis.IsRedisNil(err2) {
-		return 0, nil // no guard (HMGET of a missing key)
-	}
-	n, err := strconv.Atoi(shards)
-	switch {
-	case err1 != nil || err != nil || n < 2 || n > session.MaxShards:
-		return 0, fmt.Errorf("namespace %q: its guard %s records %q shards", ns, key, shards)
-	case err2 != nil || v != strconv.Itoa(shardLayout):
-		return 0, fmt.Errorf("namespace %q: its guard %s records layout version %q; this leasehold knows %d (a newer one may know it)",
-			ns, key, v, shardLayout)
+		return 0, fmt.Errorf("read the shard count of namespace %q: %w", ns, err)
 	}
 	return n, nil
 }

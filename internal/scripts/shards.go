@@ -112,6 +112,23 @@ func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int, grace 
 	return nil
 }
 
+// ReadShards reads the shard count of namespace ns from its guard, in one
+// script call that changes nothing: N for a sharded namespace, 1 when
+// {ns}:epoch is an unsharded namespace's epoch marker, 0 when it is
+// missing (or marked intact, "0"): a namespace no session has laid out
+// yet, or whose guard Redis lost. A guard of another layout version is an
+// error matching ErrShardsMismatch.
+func ReadShards(ctx context.Context, c rueidis.Client, ns string) (int, error) {
+	found, _, err := runGuard(ctx, c, NewKeys(ns).Epoch(), 0, guardRead)
+	switch {
+	case err != nil:
+		return 0, err
+	case found == replyGuardUnsharded:
+		return 1, nil
+	}
+	return found, nil
+}
+
 // AssertShards re-asserts the guard of namespace ns, which a live session
 // of n > 1 shards knows to be its own: it recreates a guard lost with its
 // master's data, replacing an unsharded marker written meanwhile (replaced
