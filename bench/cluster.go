@@ -7,12 +7,20 @@ package main
 // bus, free too), creates it with redis-cli --cluster create and waits until
 // every node says cluster_state:ok. Each contender then runs clusterWorkers
 // goroutines over clusterClients clients, every goroutine a lock+release of
-// a fresh name per iteration, for ClusterDuration. A leasehold namespace is
-// one hash slot, so today one namespace loads one master: the scenario
-// measures that baseline, and will judge session.Options.Shards once it
-// exists (a contender "leasehold, one sharded namespace" belongs here then).
+// a fresh name per iteration, for ClusterDuration. An unsharded leasehold
+// namespace is one hash slot, so it loads one master: "leasehold, one
+// namespace" measures that baseline, and "leasehold, 3 namespaces (one per
+// master)" what an application gets by splitting its names by hand. The
+// issue's targets judge "leasehold, one sharded namespace":
+// session.Options.Shards = clusterShards spreads one namespace over that
+// many hash slots ({ns#k}: prefixes, k = FNV-1a(name) mod clusterShards),
+// so that it uses every master. How many shards land on each master is the
+// namespace's lot (the CRC16 slots of "ns#k"); each run records it
+// (ShardsPerMaster), since it bounds the busiest master's share from below
+// whatever the library does.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +37,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/scripts"
 )
 
 const (
@@ -39,19 +49,24 @@ const (
 	clusterBound   = 30 * time.Second
 	// saturated: a master at this share of one core is the bottleneck.
 	saturatedPct = 90
+	// clusterShards: session.Options.Shards of the sharded contender.
+	clusterShards = 16
 )
 
 // The cluster contenders' names; the targets look them up.
 const (
-	clusterOne    = "leasehold, one namespace"
-	clusterSpread = "leasehold, 3 namespaces (one per master)"
-	clusterRL     = "rueidislock KeyMajority 1"
+	clusterOne     = "leasehold, one namespace"
+	clusterSpread  = "leasehold, 3 namespaces (one per master)"
+	clusterRL      = "rueidislock KeyMajority 1"
+	clusterSharded = "leasehold, one sharded namespace"
 )
 
 func clusterContenders() []contender {
 	return []contender{
 		{name: clusterOne, group: "leasehold", open: openLeasehold("mutex"),
 			note: "mutex; one session per client, all in one namespace: one hash slot, so one master"},
+		{name: clusterSharded, group: "leasehold", open: openLeasehold("mutex"), shards: clusterShards,
+			note: fmt.Sprintf("mutex; one session per client, all in one namespace of Shards %d: a name's shard is FNV-1a(name) mod %d, each shard a hash slot of its own ({ns#k}:), so the namespace uses every master", clusterShards, clusterShards)},
 		{name: clusterSpread, group: "leasehold", open: openLeaseholdSpread,
 			note: "mutex; 3 sessions per client, one per namespace, each namespace's slot on another master; a name goes to the namespace its FNV hash picks"},
 		{name: clusterRL, group: "peer", open: openRueidislock(1),
@@ -227,6 +242,26 @@ func (cl *cluster) perMaster(ctx context.Context, base string) ([]string, error)
 	return out, nil
 }
 
+// shardLayout returns how many of the n shards of namespace ns each node
+// serves, in node order: shard k is the hash slot of its keys {ns#k}:.
+func (cl *cluster) shardLayout(ctx context.Context, ns string, n int) ([]int, error) {
+	own, err := cl.owners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(cl.nodes))
+	for k := range n {
+		slot, err := cl.adms[0].do(ctx, "CLUSTER", "KEYSLOT", scripts.ShardKeys(ns, k).Epoch()).AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("CLUSTER KEYSLOT: %w", err)
+		}
+		if i := own[slot]; i >= 0 && i < len(out) {
+			out[i]++
+		}
+	}
+	return out, nil
+}
+
 // freeClusterPort returns a port p such that p and p+10000 (the cluster
 // bus) are both free, below the kernel's ephemeral range where there is
 // room.
@@ -325,6 +360,10 @@ type clusterRun struct {
 	P50us           float64
 	P99us           float64
 	ClientCPUus     float64 // bench process CPU per lock+release
+	RedisCPUus      float64 // all masters' CPU per lock+release
+	SrvCmdPerOp     float64 // commands the masters ran (in scripts too) per lock+release
+	SrvReadsPerOp   float64 // the masters' socket reads per lock+release: 1/x is the requests a read brings
+	Conns           float64 // client connections to the masters at the window's end (the admin's left out)
 	ClientCPUPct    float64 // bench process CPU, % of one core
 	RedisCPUPct     float64 // all masters together, % of one core
 	BusiestPct      float64 // the busiest master, % of one core
@@ -335,7 +374,11 @@ type clusterRun struct {
 	// busiest changes with the namespace a run draws); the row's median is
 	// taken rank by rank.
 	MasterCPUPct []float64
-	ErrorSamples []string `json:",omitempty"`
+	// A sharded namespace's shards on each master, in MasterCPUPct's
+	// order (so busiest master first); the row's median is taken rank by
+	// rank as well. Empty for the other contenders.
+	ShardsPerMaster []float64 `json:",omitempty"`
+	ErrorSamples    []string  `json:",omitempty"`
 }
 
 type clusterRow struct {
@@ -371,28 +414,41 @@ func (h *harness) clusterRounds(ctx context.Context, cs []contender) ([][]cluste
 	}
 	defer cl.stop()
 	h.logf("cluster: %d masters on %s ok in %v", len(cl.nodes), strings.Join(cl.addrs(), ", "), time.Since(t).Round(time.Millisecond))
-	return roundRobin(h, "cluster", contenderNames(cs), func(i, _ int) (clusterRun, error) { return h.clusterOnce(ctx, cl, cs[i]) })
+	return roundRobin(h, "cluster", contenderNames(cs), func(i, round int) (clusterRun, error) {
+		return h.clusterOnce(ctx, cl, cs[i], h.profPath("cluster", cs[i], round))
+	})
 }
 
-// clusterMedian is medianOf, with the masters' CPU taken rank by rank.
+// clusterMedian is medianOf, with the masters' CPU and shards taken rank
+// by rank.
 func clusterMedian(rounds []clusterRun) clusterRun {
 	m := medianOf(rounds)
-	for k := range clusterMasters {
-		var xs []float64
-		for _, r := range rounds {
-			if k < len(r.MasterCPUPct) {
-				xs = append(xs, r.MasterCPUPct[k])
-			}
-		}
-		if len(xs) > 0 {
-			m.MasterCPUPct = append(m.MasterCPUPct, median(xs))
-		}
-	}
+	m.MasterCPUPct = rankMedian(rounds, func(r clusterRun) []float64 { return r.MasterCPUPct })
+	m.ShardsPerMaster = rankMedian(rounds, func(r clusterRun) []float64 { return r.ShardsPerMaster })
 	return m
 }
 
-// clusterOnce runs contender c on the cluster for one window.
-func (h *harness) clusterOnce(ctx context.Context, cl *cluster, c contender) (clusterRun, error) {
+// rankMedian is the median over rounds of the k-th element of f(round),
+// for each k < clusterMasters that some round has.
+func rankMedian(rounds []clusterRun, f func(clusterRun) []float64) []float64 {
+	var out []float64
+	for k := range clusterMasters {
+		var xs []float64
+		for _, r := range rounds {
+			if v := f(r); k < len(v) {
+				xs = append(xs, v[k])
+			}
+		}
+		if len(xs) > 0 {
+			out = append(out, median(xs))
+		}
+	}
+	return out
+}
+
+// clusterOnce runs contender c on the cluster for one window; prof, when
+// set, is the CPU profile file for the window.
+func (h *harness) clusterOnce(ctx context.Context, cl *cluster, c contender, prof string) (clusterRun, error) {
 	if err := cl.flush(ctx); err != nil {
 		return clusterRun{}, err
 	}
@@ -401,7 +457,13 @@ func (h *harness) clusterOnce(ctx context.Context, cl *cluster, c contender) (cl
 	if err != nil {
 		return clusterRun{}, err
 	}
-	ps, err := h.openProcs(ctx, c, clusterClients, procOpts{addr: cl.nodes[0].addr(), ns: ns, cluster: cl.addrs(), spread: spread})
+	var layout []int
+	if c.shards > 1 {
+		if layout, err = cl.shardLayout(ctx, ns, c.shards); err != nil {
+			return clusterRun{}, err
+		}
+	}
+	ps, err := h.openProcs(ctx, c, clusterClients, procOpts{addr: cl.nodes[0].addr(), ns: ns, cluster: cl.addrs(), spread: spread, shards: c.shards})
 	if err != nil {
 		return clusterRun{}, err
 	}
@@ -413,7 +475,7 @@ func (h *harness) clusterOnce(ctx context.Context, cl *cluster, c contender) (cl
 		p := ps[g%len(ps)]
 		ws.wg.Go(func() { ws.work(wctx, p, g) })
 	}
-	a, b, err := h.clusterWindow(ctx, cl, ws)
+	a, b, err := h.clusterWindow(ctx, cl, ws, prof)
 	ws.stop.Store(true)
 	cancel()
 	if !waitTimeout(&ws.wg, 30*time.Second) {
@@ -423,7 +485,7 @@ func (h *harness) clusterOnce(ctx context.Context, cl *cluster, c contender) (cl
 	if err != nil {
 		return clusterRun{}, err
 	}
-	return ws.result(a, b)
+	return ws.result(a, b, layout)
 }
 
 // clusterLoad is the workers of one run.
@@ -465,7 +527,8 @@ func (ws *clusterLoad) work(ctx context.Context, p proc, g int) {
 type clusterSnap struct {
 	t     time.Time
 	cpu   time.Duration
-	nodes []float64 // seconds
+	nodes []float64  // seconds
+	stats []srvStats // each node's, in node order
 }
 
 func (cl *cluster) snap(ctx context.Context) (clusterSnap, error) {
@@ -476,22 +539,25 @@ func (cl *cluster) snap(ctx context.Context) (clusterSnap, error) {
 			return s, fmt.Errorf("%s: %w", cl.nodes[i].addr(), err)
 		}
 		s.nodes = append(s.nodes, st.cpu)
+		s.stats = append(s.stats, st)
 	}
 	return s, nil
 }
 
 // clusterWindow warms up, then counts the workers for ClusterDuration
-// between snapshots a and b.
-func (h *harness) clusterWindow(ctx context.Context, cl *cluster, ws *clusterLoad) (a, b clusterSnap, err error) {
+// between snapshots a and b, profiling the bench into prof ("" for none).
+func (h *harness) clusterWindow(ctx context.Context, cl *cluster, ws *clusterLoad, prof string) (a, b clusterSnap, err error) {
 	if err = sleepCtx(ctx, h.cfg.Warmup); err != nil {
 		return a, b, err
 	}
 	if a, err = cl.snap(ctx); err != nil {
 		return a, b, err
 	}
+	stopProf := startProfile(prof)
 	ws.on.Store(true)
 	err = sleepCtx(ctx, h.cfg.ClusterDuration)
 	ws.on.Store(false)
+	stopProf()
 	if err != nil {
 		return a, b, err
 	}
@@ -499,7 +565,9 @@ func (h *harness) clusterWindow(ctx context.Context, cl *cluster, ws *clusterLoa
 	return a, b, err
 }
 
-func (ws *clusterLoad) result(a, b clusterSnap) (clusterRun, error) {
+// result is the run's figures between snapshots a and b; layout is a
+// sharded namespace's shards per node, in node order (nil for none).
+func (ws *clusterLoad) result(a, b clusterSnap, layout []int) (clusterRun, error) {
 	o := float64(ws.ops.Load())
 	if o == 0 {
 		return clusterRun{}, fmt.Errorf("no lock+release completed (%d errors: %v)", ws.errs.Load(), ws.samples.list())
@@ -509,13 +577,28 @@ func (ws *clusterLoad) result(a, b clusterSnap) (clusterRun, error) {
 		ClientCPUus: float64((b.cpu - a.cpu).Microseconds()) / o, ClientCPUPct: 100 * (b.cpu - a.cpu).Seconds() / el}
 	ds := ws.lat.take()
 	r.P50us, r.P99us = us(pct(ds, 50)), us(pct(ds, 99))
+	var redis float64 // seconds, all masters
 	for i := range b.nodes {
+		redis += b.nodes[i] - a.nodes[i]
+	}
+	r.RedisCPUus = 1e6 * redis / o
+	for i := range b.stats {
+		d := b.stats[i].sub(a.stats[i])
+		r.SrvCmdPerOp += float64(d.commands) / o
+		r.SrvReadsPerOp += float64(d.reads) / o
+		r.Conns += float64(b.stats[i].clients - 1)
+	}
+	// Busiest master first: the nodes by CPU, each node's shards with it.
+	byCPU := indexes(len(b.nodes))
+	slices.SortStableFunc(byCPU, func(i, j int) int { return cmp.Compare(b.nodes[j]-a.nodes[j], b.nodes[i]-a.nodes[i]) })
+	for _, i := range byCPU {
 		pctCore := 100 * (b.nodes[i] - a.nodes[i]) / el
 		r.MasterCPUPct = append(r.MasterCPUPct, pctCore)
 		r.RedisCPUPct += pctCore
+		if i < len(layout) {
+			r.ShardsPerMaster = append(r.ShardsPerMaster, float64(layout[i]))
+		}
 	}
-	slices.Sort(r.MasterCPUPct)
-	slices.Reverse(r.MasterCPUPct) // busiest first
 	if len(r.MasterCPUPct) > 0 {
 		r.BusiestPct = r.MasterCPUPct[0]
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
 
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/mutex"
 	"github.com/leasehold/leasehold/pool"
@@ -56,6 +57,9 @@ type procOpts struct {
 	// spread: the namespaces of a proc that spreads its names over several
 	// sessions (the cluster scenario), instead of ns.
 	spread []string
+	// shards: session.Options.Shards of a leasehold session; 0 or 1 for
+	// an unsharded one.
+	shards int
 }
 
 type contender struct {
@@ -67,7 +71,10 @@ type contender struct {
 	// new (the loss scenario).
 	variant bool
 	note    string
-	open    func(ctx context.Context, addr string, o procOpts) (proc, error)
+	// shards: a leasehold contender's session.Options.Shards (the cluster
+	// scenario passes it on in procOpts); 0 for unsharded.
+	shards int
+	open   func(ctx context.Context, addr string, o procOpts) (proc, error)
 }
 
 func contenders() []contender {
@@ -221,8 +228,40 @@ func openLeasehold(kind string) func(ctx context.Context, addr string, o procOpt
 			c.Close()
 			return nil, err
 		}
-		return &lhProc{kind: kind, c: wc, cnt: cnt, s: s, pools: map[string]bool{}}, nil
+		p := &lhProc{kind: kind, c: wc, cnt: cnt, s: s, pools: map[string]bool{}}
+		if err := p.openShards(ctx, o.shards); err != nil {
+			_ = p.Close()
+			return nil, err
+		}
+		return p, nil
 	}
+}
+
+// openShards opens the lease copy of each of a sharded session's n shards
+// (session.Options.Shards), as a long-running process has them: a copy is
+// opened on the first call for a name of its shard, and subscribes to its
+// notification channel (a dedicated connection) on its first Lock, both of
+// which would otherwise fall in a scenario's window. It locks and releases
+// one name of its own per shard; nothing for n <= 1.
+func (p *lhProc) openShards(ctx context.Context, n int) error {
+	prefix := "open-" + token() + "-"
+	for k, i := 0, 0; k < n; i++ {
+		name := prefix + strconv.Itoa(i)
+		if scripts.ShardOf(name, n) != k {
+			continue
+		}
+		lctx, cancel := callCtx(ctx)
+		u, err := p.Lock(lctx, name)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("open shard %d: %w", k, err)
+		}
+		if err := u(ctx); err != nil {
+			return fmt.Errorf("open shard %d: release: %w", k, err)
+		}
+		k++
+	}
+	return nil
 }
 
 // openSession opens a bench session in namespace ns on wc, a client of
@@ -232,10 +271,16 @@ func openSession(ctx context.Context, wc rueidis.Client, cnt *counter, addr stri
 	defer cancel()
 	// A bench namespace is brand new: its first grant would wait out
 	// the restart grace.
-	if err := leaseholdtest.MarkIntact(octx, rueidisOpt(addr, o), ns); err != nil {
+	mark := leaseholdtest.MarkIntact
+	if o.shards > 1 {
+		mark = func(ctx context.Context, opt rueidis.ClientOption, ns string) error {
+			return markShardsIntact(ctx, opt, ns, o.shards)
+		}
+	}
+	if err := mark(octx, rueidisOpt(addr, o), ns); err != nil {
 		return nil, err
 	}
-	so := session.Options{Namespace: ns, TTL: o.ttl, Owner: "bench"}
+	so := session.Options{Namespace: ns, TTL: o.ttl, Owner: "bench", Shards: o.shards}
 	if len(o.cluster) == 0 {
 		// The session's own connection, as session.Dial gives it one
 		// (a cluster client has none); its requests are counted too.
@@ -243,6 +288,31 @@ func openSession(ctx context.Context, wc rueidis.Client, cnt *counter, addr stri
 		so.Conn = &lane
 	}
 	return session.New(octx, wc, so)
+}
+
+// markShardsIntact is leaseholdtest.MarkIntact for a brand-new namespace
+// of n shards (session.Options.Shards): it marks every shard's epoch
+// {ns#k}:epoch intact (SET "0" NX, k < n), in one pipeline, and leaves
+// {ns}:epoch alone: a marker string there would say the namespace is
+// unsharded, and the sharded session would be refused; the first sharded
+// session makes it the namespace's guard.
+func markShardsIntact(ctx context.Context, opt rueidis.ClientOption, ns string, n int) error {
+	opt.DisableCache = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cmds := make(rueidis.Commands, n)
+	for k := range n {
+		cmds[k] = c.B().Set().Key(scripts.ShardKeys(ns, k).Epoch()).Value("0").Nx().Build()
+	}
+	for k, r := range c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+			return fmt.Errorf("mark shard %d of %s intact: %w", k, ns, err)
+		}
+	}
+	return nil
 }
 
 // openLeaseholdNoCancel opens the "ctx never ends" variant of the leasehold

@@ -178,17 +178,18 @@ func (a *admin) do(ctx context.Context, args ...string) rueidis.RedisResult {
 
 func (a *admin) flush(ctx context.Context) error { return a.do(ctx, "FLUSHALL").Error() }
 
-// srvStats is one snapshot of INFO cpu + stats + commandstats.
+// srvStats is one snapshot of INFO cpu + stats + commandstats + clients.
 type srvStats struct {
-	at    time.Time
-	cpu   float64          // used_cpu_sys + used_cpu_user, seconds
-	reads int64            // total_reads_processed: socket reads, so client writes as batched
-	calls map[string]int64 // per command, e.g. "evalsha"
-	usec  map[string]int64
+	at      time.Time
+	cpu     float64          // used_cpu_sys + used_cpu_user, seconds
+	reads   int64            // total_reads_processed: socket reads, so client writes as batched
+	clients int64            // connected_clients, the admin's own included
+	calls   map[string]int64 // per command, e.g. "evalsha"
+	usec    map[string]int64
 }
 
 func (a *admin) stats(ctx context.Context) (srvStats, error) {
-	s, err := a.do(ctx, "INFO", "cpu", "stats", "commandstats").ToString()
+	s, err := a.do(ctx, "INFO", "cpu", "stats", "commandstats", "clients").ToString()
 	if err != nil {
 		return srvStats{}, fmt.Errorf("INFO: %w", err)
 	}
@@ -205,6 +206,8 @@ func (a *admin) stats(ctx context.Context) (srvStats, error) {
 			st.cpu += f
 		case k == "total_reads_processed":
 			st.reads, _ = strconv.ParseInt(v, 10, 64)
+		case k == "connected_clients":
+			st.clients, _ = strconv.ParseInt(v, 10, 64)
 		case strings.HasPrefix(k, "cmdstat_"):
 			name := strings.TrimPrefix(k, "cmdstat_")
 			for kv := range strings.SplitSeq(v, ",") {
