@@ -290,10 +290,10 @@ func openSession(ctx context.Context, wc rueidis.Client, cnt *counter, addr stri
 	return session.New(octx, wc, so)
 }
 
-// markShardsIntact is leaseholdtest.MarkIntact for a brand-new namespace
-// of n shards (session.Options.Shards): it marks every shard's epoch
-// {ns#k}:epoch intact (SET "0" NX, k < n), in one pipeline, and leaves
-// {ns}:epoch alone: a marker string there would say the namespace is
+// markShardsIntact is leaseholdtest.MarkIntactShards for a brand-new
+// namespace of n shards (session.Options.Shards): it marks every shard's
+// epoch marker (scripts.ShardKeys) intact (SET "0" NX, k < n), in one
+// pipeline, and leaves {ns}:epoch alone: a marker string there would say the namespace is
 // unsharded, and the sharded session would be refused; the first sharded
 // session makes it the namespace's guard.
 func markShardsIntact(ctx context.Context, opt rueidis.ClientOption, ns string, n int) error {

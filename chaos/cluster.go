@@ -27,8 +27,9 @@ import (
 // whose slot the master of slot 16383 serves (rueidis sends keyless commands
 // to another node first, so bugs that depend on reaching the namespace's
 // master show there), with its epoch marker set. A sharded namespace
-// (Scenario.Shards) is picked by shardedFits instead, and every shard's
-// marker is set.
+// (Scenario.Shards) is picked by shardedFits instead (its guard on the
+// master of the shard the nemeses aim at), and every shard's marker is
+// set.
 func startClustered(t *testing.T, env *Env) string {
 	t.Helper()
 	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
@@ -40,7 +41,7 @@ func startClustered(t *testing.T, env *Env) string {
 	fits := func(ns string) bool { return owner(redistest.Slot("{"+ns+"}")) == last }
 	markers := func(ns string) []string { return []string{"{" + ns + "}:epoch"} }
 	if sc.Shards > 1 {
-		fits = func(ns string) bool { return shardedFits(sc, ns, owner, last) }
+		fits = func(ns string) bool { return shardedFits(sc, ns, owner) }
 		markers = func(ns string) []string { return shardMarkers(ns, sc.Shards) }
 	}
 	base := redistest.Namespace(t)
@@ -52,7 +53,7 @@ func startClustered(t *testing.T, env *Env) string {
 		}
 	}
 	if ns == "" {
-		t.Fatalf("chaos: no namespace found on the master of slot %d (%s)", redistest.NumSlots-1, last.Addr())
+		t.Fatalf("chaos: no namespace fits the scenario (unsharded: on the master of slot %d, %s)", redistest.NumSlots-1, last.Addr())
 	}
 	c := rc.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -118,10 +119,11 @@ func slotOwners(t *testing.T, rc *redistest.Cluster) func(slot int) *redistest.S
 // (scripts.GuardShards; before dff2afd, of its own shards 0..n-1 only).
 const shardsProbe = 8
 
-// shardedFits reports whether ns suits a sharded scenario on a cluster
-// whose master of slot 16383 is m: m serves the namespace's guard
-// ({ns}:epoch) and the shard the nemeses aim at (Env.nsSlot), so that a
-// fault of that master loses the guard with the shard; and another master
+// shardedFits reports whether ns suits a sharded scenario: the master m
+// of the shard the nemeses aim at (Env.nsSlot; a shard's slot is the same
+// in every namespace, see scripts.ShardTag) serves the namespace's guard
+// ({ns}:epoch) too, so that a fault of m loses the guard with the shard;
+// and another master
 // serves a shard that the workload uses, with an index below shardsProbe.
 // The last makes the loss partial, and it is what the documented
 // expectation of cluster-shards-change rests on: a session of another
@@ -131,8 +133,9 @@ const shardsProbe = 8
 // master, a session of another count could open there, legitimately: the
 // holders' copies are all gone and every shard it uses waits out a restart
 // grace.)
-func shardedFits(sc *Scenario, ns string, owner func(int) *redistest.Server, m *redistest.Server) bool {
-	if owner(redistest.Slot("{"+ns+"}")) != m || owner(redistest.Slot(scripts.ShardKeys(ns, sc.targetShard()).Epoch())) != m {
+func shardedFits(sc *Scenario, ns string, owner func(int) *redistest.Server) bool {
+	m := owner(redistest.Slot(scripts.ShardKeys(ns, sc.targetShard()).Epoch()))
+	if owner(redistest.Slot("{"+ns+"}")) != m {
 		return false
 	}
 	for _, name := range sc.names() {

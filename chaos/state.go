@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -93,7 +92,7 @@ func (st State) leaseAlive(sid string) bool {
 // keySpace is one hash slot's worth of a namespace: the namespace itself,
 // or one of its shards (Scenario.Shards), and where its master is now.
 type keySpace struct {
-	ns   string        // what snapshot reads: the namespace, or "<ns>#<k>" for shard k
+	ns   string        // what snapshot reads: the namespace, or shard k's tag (scripts.ShardTag)
 	addr func() string // the address of its master now
 }
 
@@ -106,7 +105,7 @@ func (env *Env) keySpaces() []keySpace {
 	}
 	out := make([]keySpace, n)
 	for k := range n {
-		ks := keySpace{ns: env.Namespace + "#" + strconv.Itoa(k), addr: env.stateAddr}
+		ks := keySpace{ns: scripts.ShardTag(env.Namespace, k), addr: env.stateAddr}
 		if env.Cluster != nil {
 			slot := redistest.Slot(scripts.ShardKeys(env.Namespace, k).Epoch())
 			ks.addr = func() string { return env.Cluster.MasterOf(env.T, slot).Addr() }

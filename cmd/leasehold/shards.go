@@ -2,8 +2,8 @@ package main
 
 // Sharded namespaces (session.Options.Shards; docs/protocol.md, "Shards"):
 // namespace ns of N > 1 shards keeps resource NAME under the prefix
-// {ns#k}:, k = scripts.ShardOf(NAME, N), and {ns}:epoch is its guard, a
-// hash that records N. The commands find N there, so that the user need
+// {<tag>}: of shard k = scripts.ShardOf(NAME, N) (scripts.ShardTag,
+// "ns#k.x"), and {ns}:epoch is its guard, a hash that records N. The commands find N there, so that the user need
 // not know it: the admin commands and cron read the guard first (one
 // HMGET), the other session commands only once the library refused an
 // unsharded session.
@@ -115,13 +115,16 @@ func (v *nsView) list(ctx context.Context, l func(scripts.Keys) scripts.Listing)
 	for k := range ls {
 		ls[k] = l(v.envs[k].K)
 	}
-	// The namespace has no '}', so "#0}:" is where shard 0's number is.
+	// Shard 0's tag is "ns#0.x" (scripts.ShardTag) and the namespace has
+	// no '}': its last '#' before the first "}:" starts what each shard
+	// has of its own.
 	p0 := ls[0].Pattern()
-	i := strings.Index(p0, "#0}:")
-	if i < 0 {
+	j := strings.Index(p0, "}:")
+	i := strings.LastIndexByte(p0[:max(j, 0)], '#')
+	if j < 0 || i < 0 {
 		return nil, fmt.Errorf("SCAN pattern %q names no shard", p0)
 	}
-	pattern := p0[:i] + "#*}:" + p0[i+len("#0}:"):]
+	pattern := p0[:i] + "#*" + p0[j:]
 	seen := map[shardName]bool{}
 	err := scanKeys(ctx, v.c, pattern, func(key string) {
 		if k, ok := v.shardOfKey(key); ok {
@@ -135,18 +138,20 @@ func (v *nsView) list(ctx context.Context, l func(scripts.Keys) scripts.Listing)
 	}), err
 }
 
-// shardOfKey returns the shard k whose prefix {ns#k}: key starts with.
+// shardOfKey returns the shard k whose prefix {<tag of k>}: key starts
+// with (scripts.ShardTag: "ns#k.x").
 func (v *nsView) shardOfKey(key string) (int, bool) {
 	rest, ok := strings.CutPrefix(key, "{"+v.name+"#")
 	if !ok {
 		return 0, false
 	}
-	digits, _, ok := strings.Cut(rest, "}:")
+	digits, _, ok := strings.Cut(rest, ".")
 	if !ok {
 		return 0, false
 	}
 	k, err := strconv.Atoi(digits)
-	if err != nil || k < 0 || k >= v.shards || strconv.Itoa(k) != digits {
+	if err != nil || k < 0 || k >= v.shards || strconv.Itoa(k) != digits ||
+		!strings.HasPrefix(key, scripts.ShardKeys(v.name, k).Prefix) {
 		return 0, false
 	}
 	return k, true

@@ -17,7 +17,7 @@ import (
 
 // Group is a sharded session (Options.Shards > 1): one id and, per shard of
 // the namespace the session has used, a lease copy. A copy is a Session of
-// its own on the shard's keys {ns#k}: (see scripts.ShardKeys), with every
+// its own on the shard's keys (see scripts.ShardKeys), with every
 // guarantee of an unsharded session inside its shard: its lease, heartbeat,
 // restart grace, reclaim and loss. It is opened on the first call for a
 // name of its shard, and replaced on the first call after it ended; a

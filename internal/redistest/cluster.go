@@ -19,10 +19,12 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/leasehold/leasehold/internal/slot"
 )
 
 // NumSlots is the number of Redis Cluster hash slots.
-const NumSlots = 16384
+const NumSlots = slot.NumSlots
 
 const (
 	clusterPoll     = 20 * time.Millisecond // state poll interval
@@ -411,28 +413,8 @@ func (c *Cluster) ScriptFlushAll(t testing.TB) {
 	}
 }
 
-// Slot returns the cluster hash slot of key: CRC16 (XMODEM) of the key, or
-// of its hash tag (the part between the first '{' and the next '}', if not
-// empty), modulo 16384.
-func Slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % NumSlots
-}
+// Slot returns the cluster hash slot of key (slot.Of).
+func Slot(key string) int { return slot.Of(key) }
 
 // --- state ---
 

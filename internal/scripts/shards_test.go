@@ -2,6 +2,8 @@ package scripts
 
 import (
 	"hash/fnv"
+	"math/bits"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,9 +28,6 @@ func TestShardOfVectors(t *testing.T) {
 	}
 	if ShardOf("x", 1) != 0 || ShardOf("x", 0) != 0 {
 		t.Error("an unsharded namespace has one shard, 0")
-	}
-	if got := ShardKeys("ns", 7).Prefix; got != "{ns#7}:" {
-		t.Errorf("ShardKeys prefix = %q", got)
 	}
 }
 
@@ -56,5 +55,34 @@ func TestParseEpochShards(t *testing.T) {
 		if _, counted := markerShards(c.v); counted != c.counted {
 			t.Errorf("markerShards(%q) ok = %v, want %v", c.v, counted, c.counted)
 		}
+	}
+}
+
+// TestShardTagsSpread: shard tags land in their slot windows, agree with
+// Redis' CRC16 (the test vector of the Redis Cluster spec), and 16 shards
+// of any namespace put at most 6 on one of 3 equal masters.
+func TestShardTagsSpread(t *testing.T) {
+	if got := Slot("123456789"); got != 0x31C3%NumSlots {
+		t.Fatalf("Slot(123456789) = %d, want CRC16 0x31C3", got)
+	}
+	if Slot("{user1000}.following") != Slot("user1000") {
+		t.Fatal("a hash tag's slot is the tag's")
+	}
+	for _, ns := range []string{"leasehold", "orders", "t-x-1"} {
+		per := [3]int{}
+		for k := range 16 {
+			tag := ShardTag(ns, k)
+			lo := int(bits.Reverse16(uint16(k))>>6) * 16
+			if sl := Slot(tag); sl < lo || sl >= lo+16 {
+				t.Fatalf("shard %d of %s: tag %q in slot %d, outside [%d, %d)", k, ns, tag, sl, lo, lo+16)
+			}
+			per[min(Slot(tag)*3/NumSlots, 2)]++
+		}
+		if m := max(per[0], per[1], per[2]); m > 6 {
+			t.Errorf("%s: 16 shards over 3 equal masters: %v", ns, per)
+		}
+	}
+	if ShardKeys("ns", 3).Prefix != "{"+ShardTag("ns", 3)+"}:" || !strings.HasPrefix(ShardTag("ns", 3), "ns#3.") {
+		t.Errorf("ShardKeys(ns, 3) = %q", ShardKeys("ns", 3).Prefix)
 	}
 }

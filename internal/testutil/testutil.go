@@ -5,12 +5,12 @@ package testutil
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/leasehold/leasehold/internal/scripts"
 	"github.com/leasehold/leasehold/session"
 )
 
@@ -151,6 +151,6 @@ func Crashable(t testing.TB, ctx context.Context, addr, ns string, o session.Opt
 func InitShards(t testing.TB, addr, ns string, n int) {
 	t.Helper()
 	for k := range n {
-		InitEpoch(t, addr, fmt.Sprintf("%s#%d", ns, k))
+		InitEpoch(t, addr, scripts.ShardTag(ns, k))
 	}
 }
