@@ -224,17 +224,22 @@ func (g *Group) ClaimPublic(ctx context.Context, r scripts.Resource, wait bool) 
 	if err := CheckName(r.Name); err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Kind, err) // as Session.Claim: nothing, not even a lease copy, is created
 	}
-	for {
+	for try := 1; ; try++ {
 		s, err := g.For(ctx, r.Name)
 		if err != nil {
 			return nil, err
 		}
 		pub, err := s.ClaimPublic(ctx, r, wait)
-		if err == nil || !errors.Is(err, ErrLeaseLost) || ctx.Err() != nil || g.ctx.Err() != nil {
+		if err == nil || !errors.Is(err, ErrLeaseLost) || ctx.Err() != nil || g.ctx.Err() != nil || try == maxCopyTries {
 			return pub, err
 		}
 	}
 }
+
+// maxCopyTries bounds the copies one call tries (Group.ClaimPublic): a
+// copy lost during a call is rare; copies lost one after another mean
+// something deletes the namespace's leases, and the call says so.
+const maxCopyTries = 3
 
 // Env returns what the calls for name that need no lease copy (inspect,
 // reset, stats) run their scripts with: the keys of name's shard.
