@@ -68,6 +68,12 @@ func TestShardTagsSpread(t *testing.T) {
 	if Slot("{user1000}.following") != Slot("user1000") {
 		t.Fatal("a hash tag's slot is the tag's")
 	}
+	// The vectors of docs/protocol.md.
+	for k, want := range []string{"leasehold#0.622", "leasehold#1.419", "leasehold#2.376", "leasehold#3.1340"} {
+		if got := ShardTag("leasehold", k); got != want {
+			t.Errorf("ShardTag(leasehold, %d) = %q, want %q", k, got, want)
+		}
+	}
 	for _, ns := range []string{"leasehold", "orders", "t-x-1"} {
 		per := [3]int{}
 		for k := range 16 {
