@@ -82,6 +82,15 @@ func (o Options) WithDefaults() (Options, error) {
 	if o.LockDelay < 0 {
 		return bad("negative LockDelay %v", o.LockDelay)
 	}
+	return o.withRest()
+}
+
+// withRest is the second half of WithDefaults: the restart grace, the
+// replica acknowledgements and the shards.
+func (o Options) withRest() (Options, error) {
+	bad := func(format string, args ...any) (Options, error) {
+		return Options{}, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
 	if o.RestartGrace < 0 {
 		return bad("negative RestartGrace %v", o.RestartGrace)
 	}

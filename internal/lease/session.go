@@ -145,17 +145,9 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool, sp *shardS
 		ctx, cancel = context.WithTimeout(ctx, o.TTL)
 		defer cancel()
 	}
-	keys, lane, ownLane := scripts.NewKeys(o.Namespace), (*conn.Lane)(nil), false
-	if sp != nil {
-		keys, lane = scripts.ShardKeys(o.Namespace, sp.k), sp.lane // the Group checked the version
-	} else {
-		if err := checkVersion(ctx, conn.Bound(c)); err != nil { // Bound: a redial must not hold it past ctx
-			return nil, err
-		}
-		if lane, err = newLane(ctx, c, o); err != nil {
-			return nil, err
-		}
-		ownLane = lane != nil
+	keys, lane, ownLane, err := prepare(ctx, c, o, sp)
+	if err != nil {
+		return nil, err
 	}
 	lq := newLogQueue()
 	s := &Session{
@@ -184,11 +176,10 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool, sp *shardS
 		exited:   make(chan struct{}),
 		nextHold: new(atomic.Uint64),
 	}
+	s.beatEnv = s.env
 	if sp != nil {
 		s.env.Guard, s.nextHold, s.phase = sp.guard, sp.nextHold, sp.phase
-	}
-	s.beatEnv = s.env
-	if sp != nil && sp.beats != nil {
+		s.beatEnv = s.env
 		s.beatEnv.C = sp.beats
 	}
 	s.waiters.m = make(map[string]*waitEntry)
@@ -240,6 +231,25 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool, sp *shardS
 		}
 	}
 	return nil, errors.New("session: could not find a free session id")
+}
+
+// prepare returns the keys and the connection of a session about to open:
+// for a Group's copy, its shard's keys and the Group's connection (the
+// Group checked the Redis version); else the namespace's keys and, when o
+// asks for one, a connection of its own (ownLane), after checking the
+// Redis version.
+func prepare(ctx context.Context, c rueidis.Client, o Options, sp *shardSpec) (scripts.Keys, *conn.Lane, bool, error) {
+	if sp != nil {
+		return scripts.ShardKeys(o.Namespace, sp.k), sp.lane, false, nil
+	}
+	if err := checkVersion(ctx, conn.Bound(c)); err != nil { // Bound: a redial must not hold it past ctx
+		return scripts.Keys{}, nil, false, err
+	}
+	lane, err := newLane(ctx, c, o)
+	if err != nil {
+		return scripts.Keys{}, nil, false, err
+	}
+	return scripts.NewKeys(o.Namespace), lane, lane != nil, nil
 }
 
 // newLane dials the session's own connection when o asks for one and c is
