@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -151,4 +152,43 @@ func ExampleManager_Run() {
 	// Output:
 	// reindexing under reindex
 	// Run: <nil>
+}
+
+// Options.Shards spreads one namespace over many hash slots, so that on a
+// Redis Cluster it uses every master; every session of the namespace uses
+// the same count, and one with another count is refused.
+func ExampleOptions_shards() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	ctx := context.Background()
+	opt := rueidis.ClientOption{InitAddress: []string{mr.Addr()}, ForceSingleClient: true, DisableCache: true} // miniredis only, as in Example
+	// For this brand-new miniredis only (see Example): every shard intact.
+	if err := leaseholdtest.MarkIntactShards(ctx, opt, "orders", 16); err != nil {
+		log.Fatal(err)
+	}
+	o := session.Options{Namespace: "orders", TTL: 5 * time.Second, Shards: 16}
+	s, err := session.Dial(ctx, opt, o)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	for _, name := range []string{"order-1", "order-2", "order-3"} {
+		h, err := mutex.New(s, name).Lock(ctx) // each name in its own shard's slot
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("holding", h.Resource())
+		_ = h.Release(ctx)
+	}
+	o.Shards = 8
+	_, err = session.Dial(ctx, opt, o)
+	fmt.Println("8 shards refused:", errors.Is(err, session.ErrShardsMismatch))
+	// Output:
+	// holding order-1
+	// holding order-2
+	// holding order-3
+	// 8 shards refused: true
 }
