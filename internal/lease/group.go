@@ -48,9 +48,7 @@ type Group struct {
 
 	retired sync.WaitGroup // the Close of copies that ended and were replaced
 
-	goMu     sync.Mutex
-	goClosed bool
-	goWG     sync.WaitGroup
+	goes owned // Go's goroutines and assertGuard; Close waits for them
 
 	closeOnce sync.Once
 	closeErr  error
@@ -112,7 +110,7 @@ func openGroup(ctx context.Context, c rueidis.Client, o Options, own bool) (*Gro
 	g.ctx, g.cancel = context.WithCancelCause(context.Background())
 	g.beats = newBeatBatch(bound, min(20*time.Millisecond, o.Heartbeat/10))
 	g.beats.join(1) // the guard's re-assert
-	g.goWG.Go(g.assertGuard)
+	g.goes.Go(g.ctx, func(context.Context) { g.assertGuard() })
 	o.Logger.Debug("sharded session opened", "session", g.id, "shards", o.Shards)
 	return g, nil
 }
@@ -285,15 +283,7 @@ func (g *Group) Options() Options { return g.opt }
 func (g *Group) Client() rueidis.Client { return g.c }
 
 // Go is Session.Go, for the group: ctx is canceled by Close.
-func (g *Group) Go(f func(ctx context.Context)) bool {
-	g.goMu.Lock()
-	defer g.goMu.Unlock()
-	if g.goClosed || g.ctx.Err() != nil {
-		return false
-	}
-	g.goWG.Go(func() { f(g.ctx) })
-	return true
-}
+func (g *Group) Go(f func(ctx context.Context)) bool { return g.goes.Go(g.ctx, f) }
 
 // Close is session.Session.Close: it closes every copy, in parallel (each
 // releases its holds and deletes its lease), after waiting for any copy
@@ -321,10 +311,7 @@ func (g *Group) Close() error {
 		}
 		wg.Wait()
 		g.retired.Wait()
-		g.goMu.Lock()
-		g.goClosed = true
-		g.goMu.Unlock()
-		g.goWG.Wait()
+		g.goes.close()
 		g.closeErr = errors.Join(errs...)
 		if g.lane != nil || g.own {
 			done := make(chan struct{})

@@ -55,9 +55,7 @@ type Session struct {
 	waiters  waiters   // guarded by waiters.mu: Claim adds and removes, rueidis' reader delivers
 	watchers watchers  // guarded by watchers.mu: Watch adds and removes, rueidis' reader delivers
 
-	goMu     sync.Mutex     // guards goClosed and the goWG.Go calls against Close's Wait
-	goClosed bool           // guarded by goMu: set by Close, no more Go
-	goWG     sync.WaitGroup // goroutines started by Go; waited for by Close
+	goes owned // the goroutines started by Go; Close waits for them
 
 	dedMu sync.Mutex     // guards dedCh
 	dedCh chan dedicated // guarded by dedMu: the Dedicate in flight, if any (see dedicate)
@@ -331,10 +329,7 @@ func (s *Session) Close() error {
 		case <-s.exited:
 		}
 		<-s.exited
-		s.goMu.Lock()
-		s.goClosed = true
-		s.goMu.Unlock()
-		s.goWG.Wait()
+		s.goes.close()
 		// What is left may wait on a silent server or a slow log handler:
 		// rueidis closes its connections one by one, each taking up to a
 		// second. Wait for it only until the TTL since Close began, then
@@ -370,15 +365,7 @@ func (s *Session) Close() error {
 // session ends, and Close waits for f to return. It reports false, without
 // running f, once the session is closed. It is for leasehold's own packages
 // (election.Observe), so that only the session starts long-lived goroutines.
-func (s *Session) Go(f func(ctx context.Context)) bool {
-	s.goMu.Lock()
-	defer s.goMu.Unlock()
-	if s.goClosed || s.ctx.Err() != nil {
-		return false
-	}
-	s.goWG.Go(func() { f(s.ctx) })
-	return true
-}
+func (s *Session) Go(f func(ctx context.Context)) bool { return s.goes.Go(s.ctx, f) }
 
 // Env returns what leasehold's primitives need to run their scripts. It is
 // for leasehold's own packages; its type is internal.
