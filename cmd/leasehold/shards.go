@@ -165,19 +165,12 @@ func (v *nsView) shardOfKey(key string) (int, bool) {
 func sessionOf(e scripts.Env, hid string) string { return copySession(e, sidOf(hid)) }
 
 // copySession returns the id of the session whose lease copy, found
-// through e, has id lease (see sessionOf).
+// through e, has id lease (see sessionOf, scripts.CopyOf).
 func copySession(e scripts.Env, lease string) string {
 	if e.Shards <= 1 {
 		return lease
 	}
-	i := strings.LastIndexByte(lease, '-')
-	if i <= 0 {
-		return lease
-	}
-	if n, err := strconv.Atoi(lease[i+1:]); err != nil || n < 1 || strconv.Itoa(n) != lease[i+1:] {
-		return lease
-	}
-	return lease[:i]
+	return scripts.CopyOf(lease)
 }
 
 // shardsText names shards for people, runs as ranges: "shard 3",

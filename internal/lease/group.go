@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -195,12 +194,8 @@ func (g *Group) open(ctx context.Context, k int) (*Session, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(g.ctx, func() { cancel(context.Cause(g.ctx)) })()
-	id := g.id
-	if sh.gen > 0 {
-		id += "-" + strconv.Itoa(sh.gen) // a new id: the old copy's withdrawn hold ids died with it
-	}
-	s, err := open(ctx, g.c, g.opt, false,
-		&shardSpec{k: k, phase: g.phase, beats: g.beats, id: id, lane: g.lane, guard: g.checkShards, nextHold: &g.nextHold})
+	s, err := open(ctx, g.c, g.opt, false, &shardSpec{k: k, phase: g.phase, beats: g.beats,
+		id: scripts.CopyID(g.id, sh.gen), lane: g.lane, guard: g.checkShards, nextHold: &g.nextHold})
 	if err != nil {
 		return nil, err
 	}

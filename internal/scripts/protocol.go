@@ -22,6 +22,31 @@ func SessionOf(hid string) string {
 	return sid
 }
 
+// CopyID returns the id of a sharded session's lease copy in a shard
+// (lease.Group): the session's own id sid for the shard's first copy,
+// "<sid>-<g>" for the g-th that replaced one that ended (a new id, since
+// withdrawn hold ids die with the old copy's lease).
+func CopyID(sid string, g int) string {
+	if g == 0 {
+		return sid
+	}
+	return sid + "-" + strconv.Itoa(g)
+}
+
+// CopyOf returns the session id of lease copy id (CopyID's inverse): id
+// itself unless it ends in "-<g>", g >= 1. Only meaningful in a sharded
+// namespace: an unsharded session's id has no such suffix (16 hex digits).
+func CopyOf(id string) string {
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 {
+		return id
+	}
+	if g, err := strconv.Atoi(id[i+1:]); err != nil || g < 1 || strconv.Itoa(g) != id[i+1:] {
+		return id
+	}
+	return id[:i]
+}
+
 // holdSID is the Lua pattern that reads the session id out of a hold id
 // (SessionOf's rule): the scripts' P_HOLD_SID, which sid_of and the fast
 // paths (where a call of sid_of would cost a closure) match with.

@@ -92,3 +92,21 @@ func TestShardTagsSpread(t *testing.T) {
 		t.Errorf("ShardKeys(ns, 3) = %q", ShardKeys("ns", 3).Prefix)
 	}
 }
+
+// TestCopyID: a lease copy's id and the session it belongs to.
+func TestCopyID(t *testing.T) {
+	for _, c := range []struct {
+		sid string
+		g   int
+	}{{"0123456789abcdef", 0}, {"0123456789abcdef", 1}, {"0123456789abcdef", 12}} {
+		id := CopyID(c.sid, c.g)
+		if got := CopyOf(id); got != c.sid {
+			t.Errorf("CopyOf(CopyID(%q, %d) = %q) = %q", c.sid, c.g, id, got)
+		}
+	}
+	for _, id := range []string{"abc-0", "abc-x", "-3", "abc-01"} {
+		if got := CopyOf(id); got != id {
+			t.Errorf("CopyOf(%q) = %q, want it unchanged", id, got)
+		}
+	}
+}
