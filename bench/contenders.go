@@ -271,13 +271,9 @@ func openSession(ctx context.Context, wc rueidis.Client, cnt *counter, addr stri
 	defer cancel()
 	// A bench namespace is brand new: its first grant would wait out
 	// the restart grace.
-	mark := leaseholdtest.MarkIntact
-	if o.shards > 1 {
-		mark = func(ctx context.Context, opt rueidis.ClientOption, ns string) error {
-			return markShardsIntact(ctx, opt, ns, o.shards)
-		}
-	}
-	if err := mark(octx, rueidisOpt(addr, o), ns); err != nil {
+	// (A sharded one's every shard: leaving {ns}:epoch to its first
+	// session, which makes it the namespace's guard.)
+	if err := leaseholdtest.MarkIntactShards(octx, rueidisOpt(addr, o), ns, o.shards); err != nil {
 		return nil, err
 	}
 	so := session.Options{Namespace: ns, TTL: o.ttl, Owner: "bench", Shards: o.shards}
@@ -288,31 +284,6 @@ func openSession(ctx context.Context, wc rueidis.Client, cnt *counter, addr stri
 		so.Conn = &lane
 	}
 	return session.New(octx, wc, so)
-}
-
-// markShardsIntact is leaseholdtest.MarkIntactShards for a brand-new
-// namespace of n shards (session.Options.Shards): it marks every shard's
-// epoch marker (scripts.ShardKeys) intact (SET "0" NX, k < n), in one
-// pipeline, and leaves {ns}:epoch alone: a marker string there would say the namespace is
-// unsharded, and the sharded session would be refused; the first sharded
-// session makes it the namespace's guard.
-func markShardsIntact(ctx context.Context, opt rueidis.ClientOption, ns string, n int) error {
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	cmds := make(rueidis.Commands, n)
-	for k := range n {
-		cmds[k] = c.B().Set().Key(scripts.ShardKeys(ns, k).Epoch()).Value("0").Nx().Build()
-	}
-	for k, r := range c.DoMulti(ctx, cmds...) {
-		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
-			return fmt.Errorf("mark shard %d of %s intact: %w", k, ns, err)
-		}
-	}
-	return nil
 }
 
 // openLeaseholdNoCancel opens the "ctx never ends" variant of the leasehold

@@ -314,10 +314,9 @@ func MarkIntactShards(ctx context.Context, opt rueidis.ClientOption, ns string, 
 		return err
 	}
 	defer c.Close()
-	for k := range o.Shards {
-		if err := scripts.MarkIntact(ctx, c, scripts.ShardKeys(o.Namespace, k)); err != nil {
-			return err
-		}
+	ks := make([]scripts.Keys, o.Shards)
+	for k := range ks {
+		ks[k] = scripts.ShardKeys(o.Namespace, k)
 	}
-	return nil
+	return scripts.MarkIntact(ctx, c, ks...)
 }

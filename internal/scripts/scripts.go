@@ -784,10 +784,18 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 // examples on a brand-new server, which no holder from before can have
 // used. The first session then records its restart grace in the marker
 // (see session_open.lua).
-func MarkIntact(ctx context.Context, c rueidis.Client, k Keys) error {
-	err := c.Do(ctx, c.B().Set().Key(k.Epoch()).Value("0").Nx().Build()).Error()
-	if rueidis.IsRedisNil(err) {
-		return nil
+//
+// Given the keys of several namespaces (the shards of a sharded one), it
+// marks them all in one pipeline.
+func MarkIntact(ctx context.Context, c rueidis.Client, ks ...Keys) error {
+	cmds := make(rueidis.Commands, len(ks))
+	for i, k := range ks {
+		cmds[i] = c.B().Set().Key(k.Epoch()).Value("0").Nx().Build()
 	}
-	return err
+	for _, r := range c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+			return err
+		}
+	}
+	return nil
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/leaseholdtest"
 	"github.com/leasehold/leasehold/session"
 )
 
@@ -150,7 +150,9 @@ func Crashable(t testing.TB, ctx context.Context, addr, ns string, o session.Opt
 // (session.Options.Shards): the first session records the shard count.
 func InitShards(t testing.TB, addr, ns string, n int) {
 	t.Helper()
-	for k := range n {
-		InitEpoch(t, addr, scripts.ShardTag(ns, k))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := leaseholdtest.MarkIntactShards(ctx, ClientOption(addr), ns, n); err != nil {
+		t.Fatalf("init shards: %v", err)
 	}
 }
