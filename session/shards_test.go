@@ -533,3 +533,23 @@ func TestSentinelShards(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestShardsInvalidName: an invalid name on a sharded session is refused
+// as on any session, and opens no lease copy.
+func TestShardsInvalidName(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: time.Second, Shards: 4})
+	ctx := testutil.Ctx(t, 10*time.Second)
+	probe := testutil.Client(t, srv.Addr())
+	before := testutil.Keys(t, ctx, probe)
+	for _, name := range testutil.InvalidNames() {
+		_, err := mutex.New(s, name).TryLock(ctx)
+		if !errors.Is(err, session.ErrInvalidName) || !strings.HasPrefix(err.Error(), "mutex: ") {
+			t.Fatalf("TryLock(%q) = %v, want a mutex error matching ErrInvalidName", name, err)
+		}
+	}
+	if after := testutil.Keys(t, ctx, probe); !slices.Equal(before, after) {
+		t.Fatalf("invalid names changed Redis: %v -> %v", before, after)
+	}
+}

@@ -166,11 +166,16 @@ func (g *Group) assertGuard() {
 
 // For returns the lease copy of the shard name lives in, opening one when
 // the shard has none or its copy has ended. The copy's open is bounded by
-// ctx and by the group's end.
+// ctx and by the group's end. An invalid name opens nothing (an error
+// matching ErrInvalidName); a copy that exists already checks the names of
+// its calls itself (Session.Claim), so the fast path does not.
 func (g *Group) For(ctx context.Context, name string) (*Session, error) {
 	k := scripts.ShardOf(name, g.opt.Shards)
 	if s := g.shards[k].cur.Load(); s != nil && s.usable() == nil {
 		return s, nil
+	}
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	return g.open(ctx, k)
 }
@@ -214,11 +219,11 @@ func (g *Group) open(ctx context.Context, k int) (*Session, error) {
 // session whose Err is nil should: a lost copy's queue entries and grants
 // are dead with its lease.
 func (g *Group) ClaimPublic(ctx context.Context, r scripts.Resource, wait bool) (any, error) {
-	if err := CheckName(r.Name); err != nil {
-		return nil, fmt.Errorf("%s: %w", r.Kind, err) // as Session.Claim: nothing, not even a lease copy, is created
-	}
 	for try := 1; ; try++ {
 		s, err := g.For(ctx, r.Name)
+		if errors.Is(err, ErrInvalidName) {
+			return nil, fmt.Errorf("%s: %w", r.Kind, err) // as Session.Claim words it
+		}
 		if err != nil {
 			return nil, err
 		}
