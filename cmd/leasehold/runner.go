@@ -420,6 +420,7 @@ func dial(ctx context.Context, g *globals, opt rueidis.ClientOption, o session.O
 	if err == nil || g.shards > 0 || !errors.Is(err, session.ErrShardsMismatch) {
 		return s, err
 	}
+	opt.DisableCache = true // as Dial builds its own
 	c, cerr := rueidis.NewClient(opt)
 	if cerr != nil {
 		return nil, err
