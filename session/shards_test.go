@@ -553,3 +553,108 @@ func TestShardsInvalidName(t *testing.T) {
 		t.Fatalf("invalid names changed Redis: %v -> %v", before, after)
 	}
 }
+
+// pubsubConns returns how many connections of srv are subscribed to
+// something (CLIENT LIST TYPE pubsub).
+func pubsubConns(ctx context.Context, t *testing.T, probe rueidis.Client) int {
+	t.Helper()
+	list, err := probe.Do(ctx, probe.B().Arbitrary("CLIENT", "LIST").Args("TYPE", "pubsub").Build()).ToString()
+	if err != nil {
+		t.Fatalf("CLIENT LIST TYPE pubsub: %v", err)
+	}
+	n := 0
+	for line := range strings.Lines(list) {
+		if strings.TrimSpace(line) != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestShardsOneNotificationConnection: a sharded session waits in many
+// shards over one notification connection, as an unsharded session does;
+// when that connection is killed, its waiters subscribe again, all on one
+// new connection, and are handed their names by notification (long before
+// their fallback re-check, which a holder's 20 s lease puts 20 s away).
+func TestShardsOneNotificationConnection(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	const n = 8
+	testutil.InitShards(t, srv.Addr(), ns, n)
+	o := session.Options{TTL: 20 * time.Second, Shards: n}
+	holder, waiter := testutil.Dial(t, srv.Addr(), ns, o), testutil.Dial(t, srv.Addr(), ns, o)
+	probe := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 60*time.Second)
+	names := make([]string, n) // one name per shard
+	for i, found := 0, 0; found < n; i++ {
+		name := fmt.Sprint("name-", i)
+		if k := scripts.ShardOf(name, n); names[k] == "" {
+			names[k] = name
+			found++
+		}
+	}
+	holds := make([]*session.Hold, n)
+	for k, name := range names {
+		h, err := mutex.New(holder, name).Lock(ctx)
+		if err != nil {
+			t.Fatalf("Lock %s: %v", name, err)
+		}
+		holds[k] = h
+	}
+	got := make(chan *session.Hold, n)
+	for _, name := range names {
+		go func() {
+			h, err := mutex.New(waiter, name).Lock(ctx)
+			if err != nil {
+				t.Errorf("waiting Lock %s: %v", name, err)
+			}
+			got <- h
+		}()
+	}
+	// The waiter's copies' channels (a copy subscribes before it queues).
+	chans := make([]string, n)
+	for k := range n {
+		chans[k] = scripts.ShardKeys(ns, k).Channel(scripts.CopyID(waiter.ID(), 0))
+	}
+	subscribed := func() bool {
+		counts, err := probe.Do(ctx, probe.B().PubsubNumsub().Channel(chans...).Build()).ToArray()
+		if err != nil {
+			t.Fatalf("PUBSUB NUMSUB: %v", err)
+		}
+		for i := 1; i < len(counts); i += 2 {
+			if c, _ := counts[i].AsInt64(); c != 1 {
+				return false
+			}
+		}
+		return true
+	}
+	testutil.WaitFor(t, ctx, subscribed)
+	if c := pubsubConns(ctx, t, probe); c != 2 {
+		t.Fatalf("%d notification connections for 2 sessions using %d shards each, want 2", c, n)
+	}
+	if err := probe.Do(ctx, probe.B().Arbitrary("CLIENT", "KILL").Args("TYPE", "pubsub").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, ctx, subscribed) // the waiters re-check and subscribe again
+	if c := pubsubConns(ctx, t, probe); c != 1 {
+		t.Fatalf("%d notification connections after the kill, want 1: the waiter's (the holder waits for nothing)", c)
+	}
+	start := time.Now()
+	for _, h := range holds {
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		h := <-got
+		if h == nil {
+			t.FailNow()
+		}
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > o.TTL/2 {
+		t.Fatalf("hand-offs took %v: by the fallback re-check, not by notification", d)
+	}
+}

@@ -44,6 +44,7 @@ type Group struct {
 	shards   []groupShard
 	phase    time.Time  // immutable: the copies' heartbeats leave together at phase + k × Heartbeat (Session.nextBeat)
 	beats    *beatBatch // immutable: sends the copies' heartbeats and the guard's re-assert of a tick as one pipeline
+	sub      *sharedSub // immutable: the copies' one notification connection
 
 	retired sync.WaitGroup // the Close of copies that ended and were replaced
 
@@ -88,7 +89,7 @@ func openGroup(ctx context.Context, c rueidis.Client, o Options, own bool) (*Gro
 	if err := checkVersion(ctx, bound); err != nil {
 		return nil, err
 	}
-	g := &Group{c: c, bound: bound, own: own, opt: o, id: newID(), shards: make([]groupShard, o.Shards), phase: time.Now()}
+	g := &Group{c: c, bound: bound, own: own, opt: o, id: newID(), shards: make([]groupShard, o.Shards), phase: time.Now(), sub: newSharedSub(c)}
 	if err := g.checkShards(ctx); err != nil {
 		return nil, err
 	}
@@ -200,7 +201,7 @@ func (g *Group) open(ctx context.Context, k int) (*Session, error) {
 	defer cancel(nil)
 	defer context.AfterFunc(g.ctx, func() { cancel(context.Cause(g.ctx)) })()
 	s, err := open(ctx, g.c, g.opt, false, &shardSpec{k: k, phase: g.phase, beats: g.beats,
-		id: scripts.CopyID(g.id, sh.gen), lane: g.lane, guard: g.checkShards, nextHold: &g.nextHold})
+		id: scripts.CopyID(g.id, sh.gen), lane: g.lane, guard: g.checkShards, nextHold: &g.nextHold, sub: g.sub})
 	if err != nil {
 		return nil, err
 	}
@@ -312,6 +313,7 @@ func (g *Group) Close() error {
 		wg.Wait()
 		g.retired.Wait()
 		g.goes.close()
+		g.sub.close(g.opt.TTL)
 		g.closeErr = errors.Join(errs...)
 		if g.lane != nil || g.own {
 			done := make(chan struct{})

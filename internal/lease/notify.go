@@ -210,7 +210,11 @@ type dedicated struct {
 // again, so an exhausted pool costs one waiting goroutine, not one per
 // attempt; dropDedicate gives back what it brings after the session ended.
 // One subscribe helper runs at a time, so one caller at most waits on it.
+// A Group's copy attaches to the Group's connection instead (sharedSub).
 func (s *Session) dedicate(ctx context.Context) (rueidis.DedicatedClient, func(), error) {
+	if s.sub != nil {
+		return s.sub.dedicate(ctx)
+	}
 	s.dedMu.Lock()
 	ch := s.dedCh
 	if ch == nil {

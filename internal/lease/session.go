@@ -59,6 +59,7 @@ type Session struct {
 
 	dedMu sync.Mutex     // guards dedCh
 	dedCh chan dedicated // guarded by dedMu: the Dedicate in flight, if any (see dedicate)
+	sub   *sharedSub     // immutable: a Group copy's notification connection, shared; nil: its own
 
 	closeOnce sync.Once // runs Close's body once
 	closeErr  error     // written inside closeOnce, read after it
@@ -131,6 +132,7 @@ type shardSpec struct {
 	lane     *conn.Lane
 	guard    func(context.Context) error
 	nextHold *atomic.Uint64
+	sub      *sharedSub // the Group's notification connection
 }
 
 func open(ctx context.Context, c rueidis.Client, o Options, own bool, sp *shardSpec) (*Session, error) {
@@ -176,7 +178,7 @@ func open(ctx context.Context, c rueidis.Client, o Options, own bool, sp *shardS
 	}
 	s.beatEnv = s.env
 	if sp != nil {
-		s.env.Guard, s.nextHold, s.phase = sp.guard, sp.nextHold, sp.phase
+		s.env.Guard, s.nextHold, s.phase, s.sub = sp.guard, sp.nextHold, sp.phase, sp.sub
 		s.beatEnv = s.env
 		s.beatEnv.C = sp.beats
 	}
