@@ -367,7 +367,7 @@ type beatClient struct {
 	rueidis.Client
 	sha  string
 	mu   sync.Mutex
-	reqs [][]string // per request with a heartbeat: the lease keys renewed
+	reqs [][]string // per request with a heartbeat: the lease keys renewed, and "WAIT" for a WAIT
 }
 
 func (c *beatClient) record(cmds ...rueidis.Completed) {
@@ -375,6 +375,8 @@ func (c *beatClient) record(cmds ...rueidis.Completed) {
 	for _, cmd := range cmds {
 		if a := cmd.Commands(); len(a) > 3 && strings.EqualFold(a[0], "EVALSHA") && a[1] == c.sha {
 			keys = append(keys, a[3])
+		} else if a[0] == "WAIT" && len(keys) > 0 {
+			keys = append(keys, "WAIT")
 		}
 	}
 	if len(keys) > 0 {
@@ -402,16 +404,28 @@ func (c *beatClient) since(i int) [][]string {
 }
 
 // TestShardCopiesBeatTogether: the lease copies of a sharded session send
-// their heartbeats as one request per tick, whenever each was opened.
+// their heartbeats as one request per tick, whenever each was opened; with
+// ReplicaAck too, as one pipeline of their scripts and one WAIT.
 func TestShardCopiesBeatTogether(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
+	t.Run("plain", func(t *testing.T) {
+		srv := redistest.Start(t, redistest.Options{})
+		beatsTogether(t, srv.Addr(), session.Options{})
+	})
+	t.Run("ReplicaAck", func(t *testing.T) {
+		master, _ := redistest.StartReplicated(t)
+		beatsTogether(t, master.Addr(), session.Options{ReplicaAck: 1})
+	})
+}
+
+func beatsTogether(t *testing.T, addr string, o session.Options) {
 	ns := redistest.Namespace(t)
 	const n = 4
-	testutil.InitShards(t, srv.Addr(), ns, n)
+	testutil.InitShards(t, addr, ns, n)
 	sum := sha1.Sum([]byte(scripts.Text("heartbeat.lua")))
-	c := &beatClient{Client: testutil.Client(t, srv.Addr()), sha: hex.EncodeToString(sum[:])}
+	c := &beatClient{Client: testutil.Client(t, addr), sha: hex.EncodeToString(sum[:])}
 	ctx := testutil.Ctx(t, 30*time.Second)
-	s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: time.Second, Shards: n})
+	o.Namespace, o.TTL, o.Shards = ns, time.Second, n
+	s, err := session.New(ctx, c, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,6 +456,10 @@ func TestShardCopiesBeatTogether(t *testing.T) {
 	// machine, goes alone: so count on average, and one whole tick.)
 	reqs, beats, whole := c.since(from), 0, false
 	for _, keys := range reqs {
+		if o.ReplicaAck > 0 && keys[len(keys)-1] != "WAIT" {
+			t.Fatalf("a request with heartbeats and no WAIT at its end: %v", keys)
+		}
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k == "WAIT" })
 		beats += len(keys)
 		whole = whole || len(keys) == 3
 	}

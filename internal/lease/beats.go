@@ -19,8 +19,15 @@ import (
 // every participant (the live copies and the guard) has one waiting. The
 // wait counts against the heartbeat, whose deadline is counted from before
 // it: a heartbeat that waits is only ever judged earlier than it was sent.
-// Everything but Do (DoMulti, the WAIT pipelines of ReplicaAck, ...) goes
-// straight to the client.
+//
+// With ReplicaAck a heartbeat is a pipeline of its script and WAIT
+// (scripts.Env.pipeline), which DoMulti gathers too on one server or
+// Sentinel: the tick's scripts and one WAIT at their end, which counts
+// the replicas that have every write before it on that connection, so
+// each caller's WAIT reply is as true of its script as its own WAIT's
+// would be. On a cluster those pipelines go over a dedicated connection to
+// the script's node (Dedicated, not gathered): one request per copy. Every
+// other call goes straight to the client.
 type beatBatch struct {
 	rueidis.Client
 	window time.Duration
@@ -34,7 +41,9 @@ type beatBatch struct {
 type beatCall struct {
 	ctx  context.Context
 	cmd  rueidis.Completed
+	wait *rueidis.Completed // the WAIT of a ReplicaAck heartbeat (DoMulti); nil for Do
 	res  rueidis.RedisResult
+	wres rueidis.RedisResult // WAIT's reply, with wait
 	done chan struct{}
 }
 
@@ -62,7 +71,22 @@ func (b *beatBatch) waiting() int {
 
 // Do sends cmd with the other participants' commands of the same tick.
 func (b *beatBatch) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	c := &beatCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	return b.gather(&beatCall{ctx: ctx, cmd: cmd, done: make(chan struct{})}).res
+}
+
+// DoMulti gathers a heartbeat with ReplicaAck (a script, then WAIT), except
+// on a cluster; anything else goes straight to the client.
+func (b *beatBatch) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	if len(cmds) != 2 || cmds[1].Commands()[0] != "WAIT" || b.Client.Mode() == rueidis.ClientModeCluster {
+		return b.Client.DoMulti(ctx, cmds...)
+	}
+	c := b.gather(&beatCall{ctx: ctx, cmd: cmds[0], wait: &cmds[1], done: make(chan struct{})})
+	return []rueidis.RedisResult{c.res, c.wres}
+}
+
+// gather queues c, sends the queue when it is full, and returns c once
+// answered.
+func (b *beatBatch) gather(c *beatCall) *beatCall {
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
 	full := len(b.pending) >= b.parts
@@ -74,7 +98,7 @@ func (b *beatBatch) Do(ctx context.Context, cmd rueidis.Completed) rueidis.Redis
 		b.flush()
 	}
 	<-c.done
-	return c.res
+	return c
 }
 
 // flush sends what waits, as one DoMulti bounded by the earliest of the
@@ -94,20 +118,31 @@ func (b *beatBatch) flush() {
 		return
 	}
 	var dl time.Time
-	cmds := make(rueidis.Commands, len(calls))
+	var wait *rueidis.Completed
+	cmds := make(rueidis.Commands, len(calls), len(calls)+1)
 	for i, c := range calls {
 		cmds[i] = c.cmd
 		if d, ok := c.ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
 			dl = d
 		}
+		if wait == nil {
+			wait = c.wait // the callers' WAITs are alike (one Env's Acks and AckTimeout)
+		}
+	}
+	if wait != nil {
+		cmds = append(cmds, *wait)
 	}
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if !dl.IsZero() {
 		ctx, cancel = context.WithDeadline(ctx, dl)
 	}
 	defer cancel()
-	for i, r := range b.Client.DoMulti(ctx, cmds...) {
-		calls[i].res = r
-		close(calls[i].done)
+	rs := b.Client.DoMulti(ctx, cmds...)
+	for i, c := range calls {
+		c.res = rs[i]
+		if c.wait != nil {
+			c.wres = rs[len(calls)]
+		}
+		close(c.done)
 	}
 }
