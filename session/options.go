@@ -110,11 +110,13 @@ type Options struct {
 	// use the same one, and a session with another is refused with an
 	// error matching ErrInvalidOptions (a rolling deploy cannot change it:
 	// stop the namespace's processes and delete its keys first). A sharded
-	// session keeps one lease copy per shard it has used, opened on first
-	// use; losing one (its master restarted empty, flushed, or failed over
-	// without it) ends the holds of that shard only, with ErrLeaseLost,
-	// and the shard's next use opens a new copy. The session itself ends
-	// only on Close. See docs/design.md, "A namespace across a Cluster".
+	// session keeps one lease copy per shard it uses, opened on first use
+	// (one round trip) and closed once it has held, waited for and watched
+	// nothing for 10 heartbeat intervals; losing one (its master restarted
+	// empty, flushed, or failed over without it) ends the holds of that
+	// shard only, with ErrLeaseLost, and the shard's next use opens a new
+	// copy. The session itself ends only on Close. See docs/design.md, "A
+	// namespace across a Cluster".
 	Shards int
 }
 

@@ -676,3 +676,105 @@ func TestShardsOneNotificationConnection(t *testing.T) {
 		t.Fatalf("hand-offs took %v: by the fallback re-check, not by notification", d)
 	}
 }
+
+// TestShardCopyRetired: a lease copy that has held, waited for and watched
+// nothing for 10 heartbeat intervals is closed, its lease deleted, while
+// the copies with a hold, a waiting Lock or an election observer stay; the
+// shard's next call opens a new copy.
+func TestShardCopyRetired(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	const n = 4
+	testutil.InitShards(t, srv.Addr(), ns, n)
+	o := session.Options{TTL: time.Second, Shards: n}
+	s, other := testutil.Dial(t, srv.Addr(), ns, o), testutil.Dial(t, srv.Addr(), ns, o)
+	probe := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 60*time.Second)
+	names := make([]string, n) // one name per shard: idle, held, watched, waited for
+	for i, found := 0, 0; found < n; i++ {
+		name := fmt.Sprint("name-", i)
+		if k := scripts.ShardOf(name, n); names[k] == "" {
+			names[k] = name
+			found++
+		}
+	}
+	idle, held, watched, waited := names[0], names[1], names[2], names[3]
+	lease := func(name string, gen int) string {
+		return scripts.ShardKeys(ns, scripts.ShardOf(name, n)).Lease(scripts.CopyID(s.ID(), gen))
+	}
+	exists := func(key string) bool {
+		c, err := probe.Do(ctx, probe.B().Exists().Key(key).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c == 1
+	}
+
+	h, err := mutex.New(s, idle).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hold, err := mutex.New(s, held).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	seen := election.New(s, watched).Observe(octx)
+	l, err := election.New(other, watched).Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, seen, "v")
+	blocker, err := mutex.New(other, waited).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *session.Hold, 1)
+	go func() {
+		h, err := mutex.New(s, waited).Lock(ctx)
+		if err != nil {
+			t.Errorf("waiting Lock: %v", err)
+		}
+		got <- h
+	}()
+	for _, name := range names {
+		testutil.WaitFor(t, ctx, func() bool { return exists(lease(name, 0)) })
+	}
+
+	testutil.WaitFor(t, ctx, func() bool { return !exists(lease(idle, 0)) })
+	for _, name := range []string{held, watched, waited} {
+		if !exists(lease(name, 0)) {
+			t.Fatalf("the copy of %s's shard was closed with the idle one", name)
+		}
+	}
+	h, err = mutex.New(s, idle).Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock in the retired copy's shard: %v", err)
+	}
+	if want := scripts.CopyID(s.ID(), 1) + "."; !strings.HasPrefix(h.ID(), want) {
+		t.Errorf("hold id %q after the copy was retired, want prefix %q", h.ID(), want)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := blocker.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-got; h == nil {
+		t.FailNow()
+	} else if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := hold.Err(); err != nil {
+		t.Fatalf("the hold in another shard ended: %v", err)
+	}
+	_ = hold.Release(ctx)
+	_ = l.Release(ctx)
+	if err := s.Err(); err != nil {
+		t.Fatalf("session ended with %v", err)
+	}
+}

@@ -56,9 +56,20 @@ type Group struct {
 
 type groupShard struct {
 	opening chan struct{}           // buffer 1: held while a copy is opened or closed
-	cur     atomic.Pointer[Session] // the current copy, nil before the first use
+	cur     atomic.Pointer[Session] // the current copy, nil before the first use and after it was retired
 	gen     int                     // guarded by opening: copies opened so far
+
+	// Read and written by assertGuard's goroutine only (retireIdle).
+	idleOf    *Session // the copy seen quiet at the last ticks
+	idleUses  uint64   // its uses then
+	idleTicks int      // ticks it has been seen quiet with no new use
 }
+
+// idleCopyTicks is how many heartbeat ticks in a row a copy must be seen
+// with no hold, no waiting claim, no watcher and no call before the Group
+// closes it (retireIdle): 10 intervals, about 3.3 TTLs. A shard used again
+// later opens a new copy (one round trip on that call).
+var idleCopyTicks = 10 // a variable for tests
 
 // DialGroup is Dial for a sharded session.
 func DialGroup(ctx context.Context, opt rueidis.ClientOption, o Options) (*Group, error) {
@@ -160,9 +171,62 @@ func (g *Group) assertGuard() {
 		case err != nil && g.ctx.Err() == nil:
 			g.opt.Logger.Warn("re-asserting the namespace's shard guard failed; retrying at the next tick", "session", g.id, "err", err)
 		}
+		g.retireIdle()
 		now := time.Now()
 		t.Reset(g.phase.Add((now.Sub(g.phase)/hb + 1) * hb).Sub(now))
 	}
+}
+
+// retireIdle closes the copies that have been idle for idleCopyTicks ticks
+// and those that ended (lost): a copy exists only while the session holds,
+// waits or watches something in its shard, or has lately. It runs at each
+// tick of assertGuard's goroutine.
+func (g *Group) retireIdle() {
+	for k := range g.shards {
+		sh := &g.shards[k]
+		s := sh.cur.Load()
+		switch {
+		case s == nil:
+			continue
+		case s.usable() != nil:
+			g.retire(sh, s)
+			continue
+		case !s.quiet():
+			sh.idleOf = nil
+			continue
+		}
+		if u := s.uses.Load(); sh.idleOf != s || sh.idleUses != u {
+			sh.idleOf, sh.idleUses, sh.idleTicks = s, u, 0
+			continue
+		}
+		if sh.idleTicks++; sh.idleTicks >= idleCopyTicks {
+			sh.idleOf = nil
+			g.retire(sh, s)
+		}
+	}
+}
+
+// retire takes copy s out of its shard and closes it, unless a call is on
+// it or it is in use again. A call takes a copy with Group.use, which counts
+// itself on the copy before it checks that the copy is still the shard's:
+// retire takes the copy out before it checks the count, so either retire
+// sees the call, or the call sees the copy gone and opens a new one.
+func (g *Group) retire(sh *groupShard, s *Session) {
+	select {
+	case sh.opening <- struct{}{}:
+		defer func() { <-sh.opening }()
+	default:
+		return // being opened, or the group closes: try at the next tick
+	}
+	if !sh.cur.CompareAndSwap(s, nil) {
+		return
+	}
+	if s.users.Load() != 0 || (s.usable() == nil && !s.quiet()) {
+		sh.cur.Store(s)
+		return
+	}
+	g.beats.join(-1)
+	g.retired.Go(func() { _ = s.Close() })
 }
 
 // For returns the lease copy of the shard name lives in, opening one when
@@ -171,7 +235,10 @@ func (g *Group) assertGuard() {
 // matching ErrInvalidName); a copy that exists already checks the names of
 // its calls itself (Session.Claim), so the fast path does not.
 func (g *Group) For(ctx context.Context, name string) (*Session, error) {
-	k := scripts.ShardOf(name, g.opt.Shards)
+	return g.forShard(ctx, scripts.ShardOf(name, g.opt.Shards), name)
+}
+
+func (g *Group) forShard(ctx context.Context, k int, name string) (*Session, error) {
 	if s := g.shards[k].cur.Load(); s != nil && s.usable() == nil {
 		return s, nil
 	}
@@ -180,6 +247,34 @@ func (g *Group) For(ctx context.Context, name string) (*Session, error) {
 	}
 	return g.open(ctx, k)
 }
+
+// use is For for a call on the copy: it returns the copy with the call
+// counted on it (enter; the caller calls leave), so that the copy is not
+// retired under the call (see retire).
+func (g *Group) use(ctx context.Context, name string) (*Session, error) {
+	k := scripts.ShardOf(name, g.opt.Shards)
+	for {
+		s, err := g.forShard(ctx, k, name)
+		if err != nil {
+			return nil, err
+		}
+		if useHook != nil {
+			useHook(false, s)
+		}
+		s.enter()
+		if g.shards[k].cur.Load() == s {
+			if useHook != nil {
+				useHook(true, s)
+			}
+			return s, nil
+		}
+		s.leave() // retired meanwhile
+	}
+}
+
+// useHook, when set (by tests), runs in use after it found the copy and
+// after it counted itself on it (entered).
+var useHook func(entered bool, s *Session)
 
 func (g *Group) open(ctx context.Context, k int) (*Session, error) {
 	sh := &g.shards[k]
@@ -221,7 +316,7 @@ func (g *Group) open(ctx context.Context, k int) (*Session, error) {
 // are dead with its lease.
 func (g *Group) ClaimPublic(ctx context.Context, r scripts.Resource, wait bool) (any, error) {
 	for try := 1; ; try++ {
-		s, err := g.For(ctx, r.Name)
+		s, err := g.use(ctx, r.Name)
 		if errors.Is(err, ErrInvalidName) {
 			return nil, fmt.Errorf("%s: %w", r.Kind, err) // as Session.Claim words it
 		}
@@ -229,6 +324,7 @@ func (g *Group) ClaimPublic(ctx context.Context, r scripts.Resource, wait bool) 
 			return nil, err
 		}
 		pub, err := s.ClaimPublic(ctx, r, wait)
+		s.leave()
 		if err == nil || !errors.Is(err, ErrLeaseLost) || ctx.Err() != nil || g.ctx.Err() != nil || try == maxCopyTries {
 			return pub, err
 		}

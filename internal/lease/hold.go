@@ -153,6 +153,8 @@ func (h *Hold) Release(ctx context.Context) error {
 	if h.released {
 		return nil
 	}
+	h.s.enter() // a Group does not retire the copy under a release
+	defer h.s.leave()
 	if h.ctx.Err() == nil && h.s.opt.LockDelay > 0 && !time.Now().Before(h.s.Deadline()) {
 		// Past the lease's local deadline the hold is lost, though the
 		// loop may not have ended it yet: a release now would hand the

@@ -51,6 +51,11 @@ type Session struct {
 
 	nextHold *atomic.Uint64 // hold id counter, shared by a Group's copies; any goroutine (Claim)
 
+	// A Group's copy: the calls on it now (a claim from Group.use, a
+	// Release) and how many were ever started, which Group.retireIdle reads.
+	users atomic.Int64
+	uses  atomic.Uint64
+
 	holds    holdTable // guarded by holds.mu: grants and releases, and the loop
 	waiters  waiters   // guarded by waiters.mu: Claim adds and removes, rueidis' reader delivers
 	watchers watchers  // guarded by watchers.mu: Watch adds and removes, rueidis' reader delivers
@@ -403,6 +408,24 @@ func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFun
 }
 
 // usable returns nil while the session can grant, else the cause of its end.
+// enter and leave bracket a call on a Group's copy (see Group.retire).
+func (s *Session) enter() { s.users.Add(1); s.uses.Add(1) }
+func (s *Session) leave() { s.users.Add(-1) }
+
+// quiet reports whether s has no hold, no waiting claim and no watcher.
+func (s *Session) quiet() bool {
+	s.holds.mu.Lock()
+	n := len(s.holds.m)
+	s.holds.mu.Unlock()
+	s.waiters.mu.Lock()
+	n += len(s.waiters.m)
+	s.waiters.mu.Unlock()
+	s.watchers.mu.Lock()
+	n += len(s.watchers.m)
+	s.watchers.mu.Unlock()
+	return n == 0
+}
+
 func (s *Session) usable() error {
 	if p := s.ended.Load(); p != nil {
 		return *p
