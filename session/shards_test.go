@@ -415,6 +415,67 @@ func TestShardCopiesBeatTogether(t *testing.T) {
 		master, _ := redistest.StartReplicated(t)
 		beatsTogether(t, master.Addr(), session.Options{ReplicaAck: 1})
 	})
+	t.Run("cluster ReplicaAck", clusterBeatsTogether)
+}
+
+// clusterBeatsTogether: on a cluster with ReplicaAck, the heartbeats of a
+// session's 16 lease copies (5 or 6 per master) reach each master as one
+// pipeline with one WAIT per tick: a master runs several heartbeat scripts
+// per WAIT, where one pipeline per copy would run one.
+func clusterBeatsTogether(t *testing.T) {
+	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
+	c := rc.Client(t)
+	ctx := testutil.Ctx(t, 60*time.Second)
+	ns := redistest.Namespace(t)
+	const n = 16
+	for k := range n {
+		if err := c.Do(ctx, c.B().Set().Key(scripts.ShardKeys(ns, k).Epoch()).Value("0").Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
+			t.Fatal(err)
+		}
+	}
+	s := openOn(t, c, session.Options{Namespace: ns, TTL: time.Second, Shards: n, ReplicaAck: 1})
+	for i, held := 0, map[int]bool{}; len(held) < n; i++ { // a hold in every shard
+		name := fmt.Sprint("n", i)
+		if k := scripts.ShardOf(name, n); !held[k] {
+			if _, err := mutex.New(s, name).Lock(ctx); err != nil {
+				t.Fatalf("Lock %s: %v", name, err)
+			}
+			held[k] = true
+		}
+	}
+	masters := rc.Masters(t)
+	stats := func() map[*redistest.Server][2]int64 { // per master: WAIT calls, EVALSHA calls
+		out := map[*redistest.Server][2]int64{}
+		for _, m := range masters {
+			info, err := rc.Do(t, m, "INFO", "commandstats").ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v [2]int64
+			for line := range strings.Lines(info) {
+				for i, cmd := range []string{"cmdstat_wait:calls=", "cmdstat_evalsha:calls="} {
+					if rest, ok := strings.CutPrefix(line, cmd); ok {
+						fmt.Sscan(strings.SplitN(rest, ",", 2)[0], &v[i])
+					}
+				}
+			}
+			out[m] = v
+		}
+		return out
+	}
+	before := stats()
+	time.Sleep(2 * time.Second) // six heartbeat ticks to count
+	after := stats()
+	for _, m := range masters {
+		waits, scripts := after[m][0]-before[m][0], after[m][1]-before[m][1]
+		t.Logf("master %s: %d heartbeat scripts, %d WAITs in 2 s", m.Addr(), scripts, waits)
+		if waits == 0 || scripts < 2*waits {
+			t.Errorf("master %s ran %d heartbeat scripts and %d WAITs in 2 s, want several scripts per WAIT", m.Addr(), scripts, waits)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func beatsTogether(t *testing.T, addr string, o session.Options) {

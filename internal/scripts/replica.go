@@ -55,10 +55,16 @@ type call struct {
 // WAIT counting the replicas of a node that did not run the script. A
 // dedicated connection returns the redirection instead, and the retry sends
 // the whole pipeline to the slot's new owner.
+//
+// A client that is a WaitGatherer (a sharded session's heartbeat batch)
+// runs a cluster's one-call WAIT pipelines itself.
 func (e Env) pipeline(ctx context.Context, calls []call, wait bool) []rueidis.RedisResult {
 	return retry(ctx, func() []rueidis.RedisResult {
 		if !wait || e.C.Mode() != rueidis.ClientModeCluster {
 			return e.pipelineOn(ctx, e.C, calls, wait)
+		}
+		if g, ok := e.C.(WaitGatherer); ok && len(calls) == 1 {
+			return e.pipelineOn(ctx, gathered{g}, calls, wait)
 		}
 		return conn.Within(ctx, func() []rueidis.RedisResult {
 			var rs []rueidis.RedisResult
@@ -74,6 +80,24 @@ func (e Env) pipeline(ctx context.Context, calls []call, wait bool) []rueidis.Re
 // multiDoer is what pipelineOn needs of a client or a dedicated connection.
 type multiDoer interface {
 	DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult
+}
+
+// A WaitGatherer runs a pipeline of one script call and WAIT on a Redis
+// Cluster over one connection to the node that serves the script's slot,
+// as the dedicated connection of pipeline does, but possibly in one
+// pipeline with other callers' (the script calls first, one WAIT last):
+// it returns the script's result and WAIT's. A redirection (MOVED, ASK)
+// comes back as the script's result, as on a dedicated connection.
+type WaitGatherer interface {
+	GatherWait(ctx context.Context, script, wait rueidis.Completed) (rueidis.RedisResult, rueidis.RedisResult)
+}
+
+// gathered is a WaitGatherer as pipelineOn's multiDoer.
+type gathered struct{ g WaitGatherer }
+
+func (g gathered) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
+	r, w := g.g.GatherWait(ctx, multi[0], multi[1])
+	return []rueidis.RedisResult{r, w}
 }
 
 func (e Env) pipelineOn(ctx context.Context, d multiDoer, calls []call, wait bool) []rueidis.RedisResult {
