@@ -111,8 +111,10 @@ type Options struct {
 	// error matching ErrInvalidOptions (a rolling deploy cannot change it:
 	// stop the namespace's processes and delete its keys first). A sharded
 	// session keeps one lease copy per shard it uses, opened on first use
-	// (one round trip) and closed once it has held, waited for and watched
-	// nothing for 10 heartbeat intervals; losing one (its master restarted
+	// (one round trip; shard 0's at Dial, which so refuses a session that
+	// does not fit the namespace's restart grace) and closed once it has
+	// held, waited for and watched nothing for 10 heartbeat intervals;
+	// losing one (its master restarted
 	// empty, flushed, or failed over without it) ends the holds of that
 	// shard only, with ErrLeaseLost, and the shard's next use opens a new
 	// copy. The session itself ends only on Close. See docs/design.md, "A

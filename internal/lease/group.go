@@ -122,6 +122,14 @@ func openGroup(ctx context.Context, c rueidis.Client, o Options, own bool) (*Gro
 	g.beats = newBeatBatch(bound, min(20*time.Millisecond, o.Heartbeat/10))
 	g.beats.join(1) // the guard's re-assert
 	g.goes.Go(g.ctx, func(context.Context) { g.assertGuard() })
+	// Shard 0's copy now: a session that does not fit the restart grace the
+	// namespace records is refused here, as an unsharded one is, not at
+	// its first call in each shard. (Unused, it is retired as any copy.)
+	if _, err := g.open(ctx, 0); err != nil {
+		g.own = false // the caller closes c
+		_ = g.Close()
+		return nil, err
+	}
 	o.Logger.Debug("sharded session opened", "session", g.id, "shards", o.Shards)
 	return g, nil
 }
