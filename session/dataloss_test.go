@@ -131,11 +131,23 @@ func TestShorterGraceRefused(t *testing.T) {
 	testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 3 * time.Second}) // records the default, 10s
 	before := testutil.Keys(t, ctx, admin)
 	opt := testutil.ClientOption(srv.Addr())
-	for _, o := range []session.Options{
-		{Namespace: ns, TTL: time.Second, RestartGrace: 2 * time.Second},
-		{Namespace: ns, TTL: 12 * time.Second},
-		{Namespace: ns, TTL: time.Second, DisableRestartGrace: true},
-	} {
+	dialRefused(ctx, t, opt,
+		session.Options{Namespace: ns, TTL: time.Second, RestartGrace: 2 * time.Second},
+		session.Options{Namespace: ns, TTL: 12 * time.Second},
+		session.Options{Namespace: ns, TTL: time.Second, DisableRestartGrace: true})
+	if after := testutil.Keys(t, ctx, admin); strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Fatalf("keys %v after refused sessions, before %v", after, before)
+	}
+	// The default grace fits every TTL up to 10s: a CLI with --ttl 3s next
+	// to daemons with the default 10s.
+	dialNoMark(t, opt, session.Options{Namespace: ns, TTL: 300 * time.Millisecond})
+	dialNoMark(t, opt, session.Options{Namespace: ns, TTL: 10 * time.Second})
+}
+
+// dialRefused checks that Dial refuses each of os with ErrInvalidOptions.
+func dialRefused(ctx context.Context, t *testing.T, opt rueidis.ClientOption, os ...session.Options) {
+	t.Helper()
+	for _, o := range os {
 		s, err := session.Dial(ctx, opt, o)
 		if !errors.Is(err, session.ErrInvalidOptions) {
 			if s != nil {
@@ -145,13 +157,6 @@ func TestShorterGraceRefused(t *testing.T) {
 		}
 		t.Logf("refused: %v", err)
 	}
-	if after := testutil.Keys(t, ctx, admin); strings.Join(after, ",") != strings.Join(before, ",") {
-		t.Fatalf("keys %v after refused sessions, before %v", after, before)
-	}
-	// The default grace fits every TTL up to 10s: a CLI with --ttl 3s next
-	// to daemons with the default 10s.
-	dialNoMark(t, opt, session.Options{Namespace: ns, TTL: 300 * time.Millisecond})
-	dialNoMark(t, opt, session.Options{Namespace: ns, TTL: 10 * time.Second})
 }
 
 // TestFlushAllOnOldServer (recipe 2): FLUSHALL on a Redis that has been up

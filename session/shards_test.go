@@ -76,14 +76,7 @@ func TestShardsExclude(t *testing.T) {
 	}
 
 	// A waiter of s2 is handed name-0 by notification when s1 releases.
-	got := make(chan *session.Hold, 1)
-	go func() {
-		h, err := mutex.New(s2, "name-0").Lock(ctx)
-		if err != nil {
-			t.Errorf("waiting Lock: %v", err)
-		}
-		got <- h
-	}()
+	got := lockLater(ctx, t, s2, "name-0")
 	testutil.WaitFor(t, ctx, func() bool {
 		l, _ := probe.Do(ctx, probe.B().Llen().Key(shardKey(ns, n, "q:m:", "name-0")).Build()).AsInt64()
 		return l == 1
@@ -254,14 +247,7 @@ func TestShardCopyLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waited := make(chan *session.Hold, 1)
-	go func() {
-		h, err := mutex.New(s, c).Lock(ctx)
-		if err != nil {
-			t.Errorf("the Lock waiting in the lost copy's shard: %v", err)
-		}
-		waited <- h
-	}()
+	waited := lockLater(ctx, t, s, c) // in the shard whose copy is lost below
 	queue := scripts.ShardKeys(ns, scripts.ShardOf(c, n)).Queue(scripts.Mutex, c)
 	testutil.WaitFor(t, ctx, func() bool {
 		l, _ := probe.Do(ctx, probe.B().Llen().Key(queue).Build()).AsInt64()
@@ -333,11 +319,7 @@ func TestClusterShards(t *testing.T) {
 	ctx := testutil.Ctx(t, 60*time.Second)
 	ns := redistest.Namespace(t)
 	const n = 16
-	for k := range n {
-		if err := c.Do(ctx, c.B().Set().Key(scripts.ShardKeys(ns, k).Epoch()).Value("0").Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
-			t.Fatal(err)
-		}
-	}
+	testutil.InitShardsOn(t, rueidis.ClientOption{InitAddress: rc.Seeds()}, ns, n)
 	o := session.Options{Namespace: ns, TTL: 2 * time.Second, Shards: n}
 	s1, s2 := openOn(t, c, o), openOn(t, c, o)
 	masters := map[*redistest.Server]bool{}
@@ -428,11 +410,7 @@ func clusterBeatsTogether(t *testing.T) {
 	ctx := testutil.Ctx(t, 60*time.Second)
 	ns := redistest.Namespace(t)
 	const n = 16
-	for k := range n {
-		if err := c.Do(ctx, c.B().Set().Key(scripts.ShardKeys(ns, k).Epoch()).Value("0").Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
-			t.Fatal(err)
-		}
-	}
+	testutil.InitShardsOn(t, rueidis.ClientOption{InitAddress: rc.Seeds()}, ns, n)
 	s := openOn(t, c, session.Options{Namespace: ns, TTL: time.Second, Shards: n, ReplicaAck: 1})
 	for i, held := 0, map[int]bool{}; len(held) < n; i++ { // a hold in every shard
 		name := fmt.Sprint("n", i)
@@ -633,6 +611,33 @@ func TestShardsInvalidName(t *testing.T) {
 	}
 }
 
+// namePerShard returns a name in each shard of n, in shard order.
+func namePerShard(n int) []string {
+	names := make([]string, n)
+	for i, found := 0, 0; found < n; i++ {
+		name := fmt.Sprint("name-", i)
+		if k := scripts.ShardOf(name, n); names[k] == "" {
+			names[k] = name
+			found++
+		}
+	}
+	return names
+}
+
+// lockLater starts a Lock of name on s, which may wait; its hold (nil
+// when it failed, reported with t.Errorf) arrives on the channel.
+func lockLater(ctx context.Context, t *testing.T, s *session.Session, name string) <-chan *session.Hold {
+	got := make(chan *session.Hold, 1)
+	go func() {
+		h, err := mutex.New(s, name).Lock(ctx)
+		if err != nil {
+			t.Errorf("waiting Lock %s: %v", name, err)
+		}
+		got <- h
+	}()
+	return got
+}
+
 // pubsubConns returns how many connections of srv are subscribed to
 // something (CLIENT LIST TYPE pubsub).
 func pubsubConns(ctx context.Context, t *testing.T, probe rueidis.Client) int {
@@ -664,14 +669,7 @@ func TestShardsOneNotificationConnection(t *testing.T) {
 	holder, waiter := testutil.Dial(t, srv.Addr(), ns, o), testutil.Dial(t, srv.Addr(), ns, o)
 	probe := testutil.Client(t, srv.Addr())
 	ctx := testutil.Ctx(t, 60*time.Second)
-	names := make([]string, n) // one name per shard
-	for i, found := 0, 0; found < n; i++ {
-		name := fmt.Sprint("name-", i)
-		if k := scripts.ShardOf(name, n); names[k] == "" {
-			names[k] = name
-			found++
-		}
-	}
+	names := namePerShard(n)
 	holds := make([]*session.Hold, n)
 	for k, name := range names {
 		h, err := mutex.New(holder, name).Lock(ctx)
@@ -680,15 +678,9 @@ func TestShardsOneNotificationConnection(t *testing.T) {
 		}
 		holds[k] = h
 	}
-	got := make(chan *session.Hold, n)
-	for _, name := range names {
-		go func() {
-			h, err := mutex.New(waiter, name).Lock(ctx)
-			if err != nil {
-				t.Errorf("waiting Lock %s: %v", name, err)
-			}
-			got <- h
-		}()
+	got := make([]<-chan *session.Hold, n)
+	for k, name := range names {
+		got[k] = lockLater(ctx, t, waiter, name)
 	}
 	// The waiter's copies' channels (a copy subscribes before it queues).
 	chans := make([]string, n)
@@ -724,8 +716,8 @@ func TestShardsOneNotificationConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for range n {
-		h := <-got
+	for _, c := range got {
+		h := <-c
 		if h == nil {
 			t.FailNow()
 		}
@@ -751,14 +743,7 @@ func TestShardCopyRetired(t *testing.T) {
 	s, other := testutil.Dial(t, srv.Addr(), ns, o), testutil.Dial(t, srv.Addr(), ns, o)
 	probe := testutil.Client(t, srv.Addr())
 	ctx := testutil.Ctx(t, 60*time.Second)
-	names := make([]string, n) // one name per shard: idle, held, watched, waited for
-	for i, found := 0, 0; found < n; i++ {
-		name := fmt.Sprint("name-", i)
-		if k := scripts.ShardOf(name, n); names[k] == "" {
-			names[k] = name
-			found++
-		}
-	}
+	names := namePerShard(n) // idle, held, watched, waited for
 	idle, held, watched, waited := names[0], names[1], names[2], names[3]
 	lease := func(name string, gen int) string {
 		return scripts.ShardKeys(ns, scripts.ShardOf(name, n)).Lease(scripts.CopyID(s.ID(), gen))
@@ -794,14 +779,7 @@ func TestShardCopyRetired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *session.Hold, 1)
-	go func() {
-		h, err := mutex.New(s, waited).Lock(ctx)
-		if err != nil {
-			t.Errorf("waiting Lock: %v", err)
-		}
-		got <- h
-	}()
+	got := lockLater(ctx, t, s, waited)
 	for _, name := range names {
 		testutil.WaitFor(t, ctx, func() bool { return exists(lease(name, 0)) })
 	}
@@ -851,19 +829,9 @@ func TestShardsShorterGraceRefused(t *testing.T) {
 	testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 3 * time.Second, Shards: 4}) // records the default grace, 10s
 	before := testutil.Keys(t, ctx, admin)
 	opt := testutil.ClientOption(srv.Addr())
-	for _, o := range []session.Options{
-		{Namespace: ns, TTL: time.Second, RestartGrace: 2 * time.Second, Shards: 4},
-		{Namespace: ns, TTL: 12 * time.Second, Shards: 4},
-	} {
-		s, err := session.Dial(ctx, opt, o)
-		if !errors.Is(err, session.ErrInvalidOptions) {
-			if s != nil {
-				_ = s.Close()
-			}
-			t.Fatalf("Dial(%+v) = %v, want ErrInvalidOptions", o, err)
-		}
-		t.Logf("refused: %v", err)
-	}
+	dialRefused(ctx, t, opt,
+		session.Options{Namespace: ns, TTL: time.Second, RestartGrace: 2 * time.Second, Shards: 4},
+		session.Options{Namespace: ns, TTL: 12 * time.Second, Shards: 4})
 	if after := testutil.Keys(t, ctx, admin); strings.Join(after, ",") != strings.Join(before, ",") {
 		t.Fatalf("keys %v after refused sessions, before %v", after, before)
 	}

@@ -526,11 +526,7 @@ func TestClusterShardsCLI(t *testing.T) {
 	ctx := testutil.Ctx(t, 60*time.Second)
 	ns := redistest.Namespace(t)
 	const n = 16
-	for k := range n {
-		if err := c.Do(ctx, c.B().Set().Key(scripts.ShardKeys(ns, k).Epoch()).Value("0").Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
-			t.Fatal(err)
-		}
-	}
+	testutil.InitShardsOn(t, rueidis.ClientOption{InitAddress: rc.Seeds()}, ns, n)
 	// A TTL of 30s: the heartbeat (every 10s) cannot be what ends the
 	// reset hold within 5s.
 	s, err := session.New(ctx, c, session.Options{Namespace: ns, TTL: 30 * time.Second, Shards: n})

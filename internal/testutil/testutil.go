@@ -150,9 +150,15 @@ func Crashable(t testing.TB, ctx context.Context, addr, ns string, o session.Opt
 // (session.Options.Shards): the first session records the shard count.
 func InitShards(t testing.TB, addr, ns string, n int) {
 	t.Helper()
+	InitShardsOn(t, ClientOption(addr), ns, n)
+}
+
+// InitShardsOn is InitShards on the Redis of opt, a Redis Cluster too.
+func InitShardsOn(t testing.TB, opt rueidis.ClientOption, ns string, n int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := leaseholdtest.MarkIntactShards(ctx, ClientOption(addr), ns, n); err != nil {
+	if err := leaseholdtest.MarkIntactShards(ctx, opt, ns, n); err != nil {
 		t.Fatalf("init shards: %v", err)
 	}
 }
