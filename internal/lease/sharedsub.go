@@ -40,8 +40,9 @@ type sharedSub struct {
 
 // subConn is one dedicated connection of a sharedSub and its attachments.
 type subConn struct {
-	d       rueidis.DedicatedClient
-	release func()
+	d         rueidis.DedicatedClient
+	release   func()
+	closeOnce sync.Once // close gives the connection back once (release twice would pool it twice)
 
 	mu     sync.Mutex
 	att    map[*subAttach]bool            // guarded by mu: attached
@@ -145,7 +146,7 @@ func (sp *sharedSub) close(wait time.Duration) {
 	sp.mu.Unlock()
 	if sc != nil {
 		sc.fail(ErrClosed)
-		go sc.close()
+		sp.wg.Go(sc.close) // its watch goroutine then ends
 	}
 	done := make(chan struct{})
 	go func() {
@@ -202,10 +203,12 @@ func (sc *subConn) fail(err error) {
 	}
 }
 
-// close closes the connection and gives it back to the client.
+// close closes the connection and gives it back to the client, once.
 func (sc *subConn) close() {
-	sc.d.Close()
-	sc.release()
+	sc.closeOnce.Do(func() {
+		sc.d.Close()
+		sc.release()
+	})
 }
 
 // owned returns the attachments that subscribed ch.
