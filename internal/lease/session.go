@@ -407,7 +407,6 @@ func (s *Session) opCtx(ctx context.Context) (context.Context, context.CancelFun
 	return conn.Until(ctx, s.Deadline())
 }
 
-// usable returns nil while the session can grant, else the cause of its end.
 // enter and leave bracket a call on a Group's copy (see Group.retire).
 func (s *Session) enter() { s.users.Add(1); s.uses.Add(1) }
 func (s *Session) leave() { s.users.Add(-1) }
@@ -426,6 +425,7 @@ func (s *Session) quiet() bool {
 	return n == 0
 }
 
+// usable returns nil while the session can grant, else the cause of its end.
 func (s *Session) usable() error {
 	if p := s.ended.Load(); p != nil {
 		return *p
