@@ -598,7 +598,7 @@ func (h *harness) headerMarkdown(b *strings.Builder) {
 	fmt.Fprintf(b, "%s · %s · %d CPUs (GOMAXPROCS %d) · %s · Redis %s · %s · %d rounds, medians · took %s\n\n",
 		e.Date, e.CPU, e.NumCPU, e.GOMAXPROCS, e.GoVersion, e.Redis, e.OS, c.Rounds, h.res.Elapsed)
 	if e.LoadStart != "" {
-		fmt.Fprintf(b, "Load average (1, 5, 15 min) at start %s, at end %s: anything above ~0.1 is other work sharing the 2 CPUs with the bench.\n\n", e.LoadStart, e.LoadEnd)
+		fmt.Fprintf(b, "Load average (1, 5, 15 min) at start %s, at end %s: anything above ~0.1 is other work sharing the %d CPUs with the bench.\n\n", e.LoadStart, e.LoadEnd, e.NumCPU)
 	}
 	b.WriteString("Ratios are against the raw baseline (rueidis SET NX PX + compare-and-delete) of the same run. " +
 		"`req` counts client requests (commands sent), `srv cmd` the commands Redis executed (those inside scripts too, from INFO commandstats).\n\n")
