@@ -156,9 +156,9 @@ func TestHandoffGapCheck(t *testing.T) {
 		want          string // "", "violation" or "few"
 	}{
 		{"same", 12, 500 * time.Microsecond, 600 * time.Microsecond, ""},
-		{"below the floor", 12, 500 * time.Microsecond, 1900 * time.Microsecond, ""},
+		{"below the floor", 12, 500 * time.Microsecond, 40 * time.Millisecond, ""},
 		{"slower", 12, 500 * time.Microsecond, time.Second, "violation"},
-		{"slower, above the floor", 12, 2 * time.Millisecond, 5 * time.Millisecond, "violation"},
+		{"slower, above the floor", 12, 20 * time.Millisecond, 60 * time.Millisecond, "violation"},
 		{"too few", gapMinSamples - 1, 500 * time.Microsecond, time.Second, "few"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
