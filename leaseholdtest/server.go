@@ -298,8 +298,11 @@ func MarkIntact(ctx context.Context, opt rueidis.ClientOption, ns string) error 
 
 // MarkIntactShards is MarkIntact for a namespace of shards shards
 // (session.Options.Shards): it marks each shard, which the first session
-// to open there records the shard count in. With shards 0 or 1 it is
-// MarkIntact.
+// to open there records the shard count in, and lays the namespace out
+// with that shard count, so that a session of another count is refused
+// (session.ErrShardsMismatch). Like MarkIntact, it changes nothing in a
+// namespace in use, here also one laid out with another shard count or
+// unsharded. With shards 0 or 1 it is MarkIntact.
 func MarkIntactShards(ctx context.Context, opt rueidis.ClientOption, ns string, shards int) error {
 	o, err := lease.Options{Namespace: ns, Shards: shards}.WithDefaults()
 	if err != nil {
@@ -314,9 +317,5 @@ func MarkIntactShards(ctx context.Context, opt rueidis.ClientOption, ns string, 
 		return err
 	}
 	defer c.Close()
-	ks := make([]scripts.Keys, o.Shards)
-	for k := range ks {
-		ks[k] = scripts.ShardKeys(o.Namespace, k)
-	}
-	return scripts.MarkIntact(ctx, c, ks...)
+	return scripts.MarkIntactShards(ctx, c, o.Namespace, o.Shards)
 }

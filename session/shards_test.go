@@ -543,6 +543,102 @@ func TestShardsGuardReasserted(t *testing.T) {
 	}
 }
 
+// TestUnshardedRefusedInGuardGap: when a sharded namespace's guard is
+// lost (its master lost its data) while its shards, on other masters,
+// still hold, an unsharded session that opens before a live sharded
+// session re-asserts the guard finds the shards' markers and is refused,
+// even with a restart grace shorter than the sharded sessions' heartbeat
+// interval, and writes nothing.
+func TestUnshardedRefusedInGuardGap(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 20*time.Second)
+	admin := testutil.Client(t, srv.Addr())
+	opt := testutil.ClientOption(srv.Addr())
+	// A sharded session that holds a name, then ends without a re-assert
+	// that could win the race below: its shards' markers stay, as they do
+	// on the masters that kept their data.
+	g := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 3 * time.Second, Shards: 4})
+	if _, err := mutex.New(g, "a").Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, admin.B().Del().Key("{"+ns+"}:epoch").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	before := testutil.Keys(t, ctx, admin)
+	s, err := session.Dial(ctx, opt, session.Options{Namespace: ns, TTL: 100 * time.Millisecond, RestartGrace: 100 * time.Millisecond})
+	if s != nil {
+		_ = s.Close()
+	}
+	if !errors.Is(err, session.ErrShardsMismatch) || !errors.Is(err, session.ErrInvalidOptions) {
+		t.Fatalf("unsharded Dial in the guard's gap = %v, want ErrShardsMismatch and ErrInvalidOptions", err)
+	}
+	if after := testutil.Keys(t, ctx, admin); strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Fatalf("keys %v after the refused session, before %v", after, before)
+	}
+}
+
+// TestShardsIntactMarkOutlivesLoss: a shard marked intact ("0",
+// MarkIntactShards) that no session used survives a data loss that took
+// the guard and every shard a session used. A session of another shard
+// count, for which a name held in a lost shard lives in the surviving
+// shard, must wait out the restart grace there, not grant at once while
+// the old holder still believes it holds.
+func TestShardsIntactMarkOutlivesLoss(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 20*time.Second)
+	admin := testutil.Client(t, srv.Addr())
+	const before, after = 4, 3
+	// A name held in shard a of 4 that lives, with 3 shards, in a shard b
+	// of both layouts that the 4-shard session never uses (not 0, which
+	// Dial opens, not a): b keeps its "0".
+	var name string
+	for i := 0; name == ""; i++ {
+		x := fmt.Sprint("name-", i)
+		if ka, kb := scripts.ShardOf(x, before), scripts.ShardOf(x, after); ka != 0 && kb != 0 && ka != kb {
+			name = x
+		}
+	}
+	a := scripts.ShardOf(name, before)
+	old := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 30 * time.Second, Shards: before})
+	h, err := mutex.New(old, name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The loss: the guard, shard 0 and shard a, as if their masters
+	// restarted empty; the old session has not noticed yet (its next
+	// heartbeat is 10 s away).
+	lost := []string{"{" + ns + "}:epoch"}
+	for _, k := range testutil.Keys(t, ctx, admin) {
+		for _, sh := range []int{0, a} {
+			if strings.HasPrefix(k, scripts.ShardKeys(ns, sh).Prefix) {
+				lost = append(lost, k)
+			}
+		}
+	}
+	if err := admin.Do(ctx, admin.B().Del().Key(lost...).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Dial(ctx, testutil.ClientOption(srv.Addr()),
+		session.Options{Namespace: ns, TTL: 30 * time.Second, Shards: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h2, err := mutex.New(s, name).TryLock(ctx)
+	if err == nil {
+		t.Fatalf("%s granted in shard %d of %d at once while %s holds it (token %d): the intact mark outlived the loss",
+			name, scripts.ShardOf(name, after), after, h.ID(), h2.Token())
+	}
+	if !errors.Is(err, session.ErrRestartGrace) {
+		t.Fatalf("TryLock during the loss's grace = %v, want ErrRestartGrace", err)
+	}
+}
+
 // TestSentinelShards: Shards 16 works through Sentinel too: exclusion and
 // a hand-off by notification.
 func TestSentinelShards(t *testing.T) {
@@ -834,6 +930,11 @@ func TestShardsShorterGraceRefused(t *testing.T) {
 		session.Options{Namespace: ns, TTL: 12 * time.Second, Shards: 4})
 	if after := testutil.Keys(t, ctx, admin); strings.Join(after, ",") != strings.Join(before, ",") {
 		t.Fatalf("keys %v after refused sessions, before %v", after, before)
+	}
+	// The refusal names the namespace and the shard, not the shard's tag.
+	_, err := session.Dial(ctx, opt, session.Options{Namespace: ns, TTL: time.Second, RestartGrace: 2 * time.Second, Shards: 4})
+	if want := fmt.Sprintf("shard 0 of namespace %q", ns); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("refused Dial: %v, want it to name %s", err, want)
 	}
 	s, err := session.Dial(ctx, opt, session.Options{Namespace: ns, TTL: 300 * time.Millisecond, Shards: 4})
 	if err != nil {

@@ -111,11 +111,7 @@ func testGroup(ctx context.Context, t *testing.T, n int, ttl time.Duration) *Gro
 	srv := redistest.Start(t, redistest.Options{})
 	c := srv.Client(t)
 	o := Options{Namespace: redistest.Namespace(t), TTL: ttl, Shards: n}
-	ks := make([]scripts.Keys, n)
-	for k := range ks {
-		ks[k] = scripts.ShardKeys(o.Namespace, k)
-	}
-	if err := scripts.MarkIntact(ctx, c, ks...); err != nil {
+	if err := scripts.MarkIntactShards(ctx, c, o.Namespace, n); err != nil {
 		t.Fatal(err)
 	}
 	g, err := NewGroup(ctx, c, o)

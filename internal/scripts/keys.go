@@ -1,6 +1,7 @@
 package scripts
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -33,14 +34,35 @@ type Keys struct {
 	// Prefix is "{ns}:"; scripts receive it to build the keys of sessions
 	// they only learn about from stored hold ids.
 	Prefix string
+
+	// shardOf is the namespace whose shard these keys are (ShardKeys),
+	// shard its number; "" for a namespace's own keys. For messages only.
+	shardOf string
+	shard   int
 }
 
 // NewKeys returns the keys of namespace ns, which must not contain '{' or '}'.
 func NewKeys(ns string) Keys { return Keys{Prefix: "{" + ns + "}:"} }
 
-// Namespace returns the namespace the keys were built for.
+// Namespace returns the namespace the keys were built for: for a shard's
+// keys, the shard's tag (see ShardTag).
 func (k Keys) Namespace() string {
 	return strings.TrimSuffix(strings.TrimPrefix(k.Prefix, "{"), "}:")
+}
+
+// Describe names the keys' namespace for a message a user reads:
+// `namespace "ns"`, or `shard k of namespace "ns"` for a shard's keys.
+func (k Keys) Describe() string {
+	if ns, shard, ok := k.Shard(); ok {
+		return fmt.Sprintf("shard %d of namespace %q", shard, ns)
+	}
+	return fmt.Sprintf("namespace %q", k.Namespace())
+}
+
+// Shard returns the namespace and shard number of a shard's keys
+// (ShardKeys); ok is false for a namespace's own keys.
+func (k Keys) Shard() (ns string, shard int, ok bool) {
+	return k.shardOf, k.shard, k.shardOf != ""
 }
 
 // Lease is the session lease hash {ns}:s:<sid>; its TTL is the session's.

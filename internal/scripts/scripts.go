@@ -309,19 +309,39 @@ func retryEpoch[T any](ctx context.Context, e Env, call func() (v T, missing boo
 //
 // In a shard of a sharded namespace, Guard checks first that the namespace
 // still has the session's shard count: a marker is recreated only where no
-// session of another layout can have established itself.
+// session of another layout can have established itself. An unsharded
+// session checks the markers of the first shards (probeShards) for the
+// same reason: a sharded namespace whose guard was lost with its master's
+// data (the guard is where an unsharded session's marker would be) still
+// has holders in its shards, on other masters, and the guard's re-assert
+// by a live sharded session may be a heartbeat interval away.
 func (e Env) InitEpoch(ctx context.Context) error {
-	if e.Shards > 1 && e.Guard != nil {
+	switch {
+	case e.Shards > 1 && e.Guard != nil:
 		if err := e.Guard(ctx); err != nil {
+			return err
+		}
+	case e.Shards <= 1:
+		err := checkShardsUpTo(ctx, e.C, e.K.Namespace(), 1, probeShards)
+		if e, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(e.Error(), "NOPERM") {
+			// An ACL user limited to the namespace's own keys (~{ns}:*,
+			// as scripts.ACLCommands documents) cannot read the shards'
+			// and goes on as before the check (see docs/design.md).
+			err = nil
+		}
+		if err != nil {
 			return err
 		}
 	}
 	left, err := epochInit.Exec(ctx, e.C, []string{e.K.Epoch()},
 		[]string{ms(e.grace()), strconv.Itoa(e.shards())}).AsInt64()
 	if err == nil && left > 0 && e.Log != nil {
+		where := []any{"namespace", e.K.Namespace()}
+		if ns, k, ok := e.K.Shard(); ok {
+			where = []any{"namespace", ns, "shard", k}
+		}
 		e.Log.Warn("namespace data missing (Redis lost its data, or the namespace is new): "+
-			"grants wait out the restart grace", "namespace", e.K.Namespace(),
-			"grace_left", time.Duration(left)*time.Millisecond)
+			"grants wait out the restart grace", append(where, "grace_left", time.Duration(left)*time.Millisecond)...)
 	}
 	return err
 }
@@ -511,16 +531,16 @@ func (e Env) OpenLease(ctx context.Context, sid, owner string, ttl, lockDelay ti
 				return opened{}, false, errReply
 			}
 			if g == 0 {
-				return opened{}, false, fmt.Errorf("%w: namespace %q is sharded (see Options.Shards)", ErrShardsMismatch, e.K.Namespace())
+				return opened{}, false, fmt.Errorf("%w: %s is sharded (see Options.Shards)", ErrShardsMismatch, e.K.Describe())
 			}
-			return opened{}, false, fmt.Errorf("%w: %q records %d shards, this session has %d",
-				ErrShardsMismatch, e.K.Namespace(), g, e.shards())
+			return opened{}, false, fmt.Errorf("%w: %s records %d shards, this session has %d",
+				ErrShardsMismatch, e.K.Describe(), g, e.shards())
 		case replyGraceMismatch:
 			if len(v) != 2 || num(v[1], &g) != nil {
 				return opened{}, false, errReply
 			}
-			return opened{}, false, fmt.Errorf("%w: namespace %q records a restart grace of %v, and every session of it must have a TTL no longer than that and a RestartGrace no shorter (this one: TTL %v, RestartGrace %v)",
-				ErrGraceMismatch, e.K.Namespace(), time.Duration(g)*time.Millisecond, ttl, e.Grace)
+			return opened{}, false, fmt.Errorf("%w: %s records a restart grace of %v, and every session of it must have a TTL no longer than that and a RestartGrace no shorter (this one: TTL %v, RestartGrace %v)",
+				ErrGraceMismatch, e.K.Describe(), time.Duration(g)*time.Millisecond, ttl, e.Grace)
 		case replyOpened:
 			var replID string
 			if len(v) != 3 || firstErr(num(v[1], &g), str(v[2], &replID)) != nil {

@@ -54,7 +54,11 @@ func ShardOf(name string, n int) int {
 
 // ShardKeys returns the keys of shard k of namespace ns: prefix
 // "{<ShardTag(ns, k)>}:".
-func ShardKeys(ns string, k int) Keys { return NewKeys(ShardTag(ns, k)) }
+func ShardKeys(ns string, k int) Keys {
+	keys := NewKeys(ShardTag(ns, k))
+	keys.shardOf, keys.shard = ns, k
+	return keys
+}
 
 // NumSlots is the number of Redis Cluster hash slots.
 const NumSlots = slot.NumSlots
@@ -110,10 +114,16 @@ func (e Env) shards() int { return max(e.Shards, 1) }
 // the shards of the old one still hold.
 //
 // Having created the guard, it sets the epoch marker of each of the n
-// shards that has none (epoch_init.lua, with restart grace grace, in one
-// pipeline): the shards of a new namespace, or of one whose data was lost,
-// then share one restart grace from now, instead of each starting its own
-// at its first use.
+// shards that has none, or a bare "0" (epoch_init.lua, with restart grace
+// grace, in one pipeline): the shards of a new namespace, or of one whose
+// data was lost, then share one restart grace from now, instead of each
+// starting its own at its first use. A "0" (marked intact, and no session
+// opened there since) records no shard count, so the check above cannot
+// tell it from a new namespace's; but a namespace marked intact for tests
+// gets its guard too (MarkIntactShards), so a "0" found with the guard
+// missing may have outlived the loss of the guard and of every shard a
+// session used, while a session of another shard count would grant
+// names there that the old holders still hold in their lost shards.
 func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int, grace time.Duration) error {
 	guard := NewKeys(ns).Epoch()
 	found, _, err := runGuard(ctx, c, guard, n, guardRead)
@@ -122,8 +132,45 @@ func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int, grace 
 	}
 	// Every possible shard, not only this session's n: a namespace of more
 	// shards keeps holders in shards n and above too.
-	cmds := make(rueidis.Commands, MaxShards)
-	for k := range MaxShards {
+	if err := checkShardMarkers(ctx, c, ns, n); err != nil {
+		return err
+	}
+	found, _, err = runGuard(ctx, c, guard, n, guardCreate)
+	if err := guardErr(ns, n, found, err); err != nil {
+		return err
+	}
+	calls := make([]call, n)
+	for k := range n {
+		keys := []string{ShardKeys(ns, k).Epoch()}
+		calls[k] = call{epochInit, epochInit.keysFor(c, keys), []string{ms(grace), strconv.Itoa(n), "1"}}
+	}
+	// Best effort: a shard whose marker this misses gets one at its first use.
+	_ = Env{C: c}.pipeline(ctx, calls, false)
+	return nil
+}
+
+// checkShardMarkers reads the epoch markers of every possible shard of
+// namespace ns (0..MaxShards-1, one pipeline) and returns an error
+// matching ErrShardsMismatch when one records a shard count other than n
+// (1 for an unsharded session). It is the rare path of a namespace whose
+// epoch marker or guard is missing: new, or lost with its master's data.
+func checkShardMarkers(ctx context.Context, c rueidis.Client, ns string, n int) error {
+	return checkShardsUpTo(ctx, c, ns, n, MaxShards)
+}
+
+// probeShards is how many shards' markers an unsharded session reads
+// before it recreates its own missing marker (Env.InitEpoch): shards
+// 0..63, every shard of a namespace of up to 64, and for a larger one 64
+// slots spread evenly over the slot space (every 256th, see ShardTag), so
+// on every master of a cluster of up to 64 masters whose slots are split
+// into equal ranges. Reading all 1,024 cost an open on a new namespace, and
+// a reclaim after a data loss, tens of ms on a loaded machine.
+const probeShards = 64
+
+// checkShardsUpTo is checkShardMarkers over shards 0..upTo-1.
+func checkShardsUpTo(ctx context.Context, c rueidis.Client, ns string, n, upTo int) error {
+	cmds := make(rueidis.Commands, upTo)
+	for k := range upTo {
 		cmds[k] = c.B().Get().Key(ShardKeys(ns, k).Epoch()).Build()
 	}
 	for k, r := range c.DoMulti(ctx, cmds...) {
@@ -142,18 +189,32 @@ func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int, grace 
 				ErrShardsMismatch, k, ns, got, n)
 		}
 	}
-	found, _, err = runGuard(ctx, c, guard, n, guardCreate)
-	if err := guardErr(ns, n, found, err); err != nil {
+	return nil
+}
+
+// MarkIntactShards marks namespace ns of n > 1 shards intact, as
+// MarkIntact does an unsharded one, for tests and examples on a brand-new
+// server: each shard's epoch marker is set to "0" where missing, then the
+// guard is created. The guard is what tells GuardShards that the "0"s are
+// a test's, not survivors of a data loss. Like MarkIntact, it changes
+// nothing in a namespace in use with another layout (its guard records
+// another shard count, or it is unsharded): a session of n shards is
+// refused there, with ErrShardsMismatch.
+func MarkIntactShards(ctx context.Context, c rueidis.Client, ns string, n int) error {
+	guard := NewKeys(ns).Epoch()
+	found, _, err := runGuard(ctx, c, guard, n, guardRead)
+	if err != nil || (found != replyGuardMissing && found != n) {
 		return err
 	}
-	calls := make([]call, n)
-	for k := range n {
-		keys := []string{ShardKeys(ns, k).Epoch()}
-		calls[k] = call{epochInit, epochInit.keysFor(c, keys), []string{ms(grace), strconv.Itoa(n)}}
+	ks := make([]Keys, n)
+	for k := range ks {
+		ks[k] = ShardKeys(ns, k)
 	}
-	// Best effort: a shard whose marker this misses gets one at its first use.
-	_ = Env{C: c}.pipeline(ctx, calls, false)
-	return nil
+	if err := MarkIntact(ctx, c, ks...); err != nil {
+		return err
+	}
+	_, _, err = runGuard(ctx, c, guard, n, guardCreate)
+	return err
 }
 
 // ReadShards reads the shard count of namespace ns from its guard, in one
