@@ -270,9 +270,7 @@ func openSession(ctx context.Context, wc rueidis.Client, cnt *counter, addr stri
 	octx, cancel := callCtx(ctx)
 	defer cancel()
 	// A bench namespace is brand new: its first grant would wait out
-	// the restart grace.
-	// (A sharded one's every shard: leaving {ns}:epoch to its first
-	// session, which makes it the namespace's guard.)
+	// the restart grace. (A sharded one's every shard, and its guard.)
 	if err := leaseholdtest.MarkIntactShards(octx, rueidisOpt(addr, o), ns, o.shards); err != nil {
 		return nil, err
 	}

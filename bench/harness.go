@@ -79,6 +79,7 @@ type snapshot struct {
 	cpu   time.Duration // bench process CPU
 	reqs  int64         // client requests of the procs
 	lease int64         // of which leasehold lease commands (heartbeats)
+	trips int64         // round trips of the procs (a pipeline counts once)
 	srv   srvStats
 }
 
@@ -87,6 +88,7 @@ func (h *harness) snap(ctx context.Context, ps []proc) (snapshot, error) {
 	for _, p := range ps {
 		s.reqs += p.counter().total()
 		s.lease += p.counter().lease.Load()
+		s.trips += p.counter().trips.Load()
 	}
 	var err error
 	s.srv, err = h.adm.stats(ctx)

@@ -719,15 +719,23 @@ func (h *harness) heartbeatMarkdown(b *strings.Builder) {
 	if len(h.res.Heartbeat) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "## Heartbeat cost versus holds per session (leasehold)\n\nOne session, TTL %v (heartbeat every %v), %v window.\n\n", hbTTL, hbTTL/3, h.cfg.HBWindow)
-	t := newTable(b, "holds", "heartbeats seen", "heartbeats per interval", "requests per heartbeat", "Redis µs per heartbeat", "script calls per heartbeat")
+	fmt.Fprintf(b, "## Heartbeat cost versus holds per session (leasehold)\n\nOne session, TTL %v (heartbeat every %v), %v window. "+
+		"A sharded session renews one lease copy per shard it holds in: a heartbeat is one script per copy, "+
+		"all of an interval's in one round trip. Client CPU is the bench process's per interval.\n\n", hbTTL, hbTTL/3, h.cfg.HBWindow)
+	t := newTable(b, "holds", "shards", "heartbeats seen", "heartbeats per interval", "requests per heartbeat", "round trips per interval",
+		"Redis µs per heartbeat", "script calls per heartbeat", "client CPU µs per interval")
 	for _, r := range h.res.Heartbeat {
+		shards := "-"
+		if r.Shards > 1 {
+			shards = count(r.Shards)
+		}
 		if r.Err != "" && len(r.Rounds) == 0 {
-			t.row(count(r.Holds), "ERROR: "+r.Err)
+			t.row(count(r.Holds), shards, "ERROR: "+r.Err)
 			continue
 		}
 		m := r.Med
-		t.row(count(r.Holds), count(int(m.Beats)), num(m.BeatsPerInt), num(m.ReqPerBeat), num(m.SrvUsPerBeat), num(m.SrvCallsPerBeat))
+		t.row(count(r.Holds), shards, count(int(m.Beats)), num(m.BeatsPerInt), num(m.ReqPerBeat), num(m.TripsPerInt),
+			num(m.SrvUsPerBeat), num(m.SrvCallsPerBeat), num(m.ClientUsPerInt))
 	}
 	b.WriteString("\n")
 }

@@ -18,16 +18,19 @@ const hbTTL = 300 * time.Millisecond
 
 type hbRun struct {
 	Holds           float64
-	Beats           float64 // heartbeat requests seen in the window
+	Beats           float64 // heartbeat scripts seen in the window (one per lease copy per beat when sharded)
 	IntervalsInWin  float64 // window / heartbeat interval
 	BeatsPerInt     float64 // heartbeats per heartbeat interval
 	ReqPerBeat      float64 // every request the session sent / heartbeats
 	SrvUsPerBeat    float64 // INFO commandstats usec of evalsha / calls
 	SrvCallsPerBeat float64 // evalsha calls / heartbeat requests: 1 if nothing else ran
+	TripsPerInt     float64 // round trips (requests or pipelines) the session sent per interval
+	ClientUsPerInt  float64 // bench process CPU per interval, µs
 }
 
 type hbRow struct {
 	Holds  int
+	Shards int // session.Options.Shards; 0 for an unsharded session
 	Rounds []hbRun
 	Med    hbRun
 	Err    string `json:",omitempty"`
@@ -42,21 +45,31 @@ func leaseholdMutex() contender {
 	panic("no leasehold mutex contender")
 }
 
+// hbSharded is the sharded row of the heartbeat scenario: hbShardHolds
+// holds over hbShards shards, so that every shard has a lease copy to
+// renew (issue 30: one request per master per interval, and a cost per
+// copy that should not matter).
+const hbShards, hbShardHolds = 16, 100
+
 func (h *harness) runHeartbeat(ctx context.Context) {
+	rows := make([]hbRow, 0, len(h.cfg.HBHolds)+1)
 	for _, n := range h.cfg.HBHolds {
-		row := hbRow{Holds: n}
+		rows = append(rows, hbRow{Holds: n})
+	}
+	rows = append(rows, hbRow{Holds: hbShardHolds, Shards: hbShards})
+	for _, row := range rows {
 		for range h.cfg.HBRounds {
-			r, err := h.heartbeat(ctx, n)
+			r, err := h.heartbeat(ctx, row.Holds, row.Shards)
 			if err != nil {
 				row.Err = err.Error()
-				h.harnessErr("heartbeat %d holds: %v", n, err)
+				h.harnessErr("heartbeat %d holds, %d shards: %v", row.Holds, row.Shards, err)
 				break
 			}
 			row.Rounds = append(row.Rounds, r)
 		}
 		row.Med = medianOf(row.Rounds)
 		h.res.Heartbeat = append(h.res.Heartbeat, row)
-		h.logf("heartbeat with %d holds done", n)
+		h.logf("heartbeat with %d holds, %d shards done", row.Holds, row.Shards)
 	}
 }
 
@@ -79,12 +92,12 @@ func takeHolds(ctx context.Context, p *lhProc, prefix string, n int) ([]*session
 	return holds, errors.Join(errs...)
 }
 
-func (h *harness) heartbeat(ctx context.Context, n int) (hbRun, error) {
+func (h *harness) heartbeat(ctx context.Context, n, shards int) (hbRun, error) {
 	if err := h.adm.flush(ctx); err != nil {
 		return hbRun{}, err
 	}
 	c := leaseholdMutex()
-	ps, err := h.openProcs(ctx, c, 1, procOpts{ns: h.ns(), ttl: hbTTL})
+	ps, err := h.openProcs(ctx, c, 1, procOpts{ns: h.ns(), ttl: hbTTL, shards: shards})
 	if err != nil {
 		return hbRun{}, err
 	}
@@ -134,6 +147,8 @@ func (h *harness) heartbeat(ctx context.Context, n int) (hbRun, error) {
 		ReqPerBeat:      float64(b.reqs-a.reqs) / beats,
 		SrvUsPerBeat:    usec / max(calls, 1),
 		SrvCallsPerBeat: calls / beats,
+		TripsPerInt:     float64(b.trips-a.trips) / intervals,
+		ClientUsPerInt:  float64((b.cpu - a.cpu).Microseconds()) / intervals,
 	}, nil
 }
 
