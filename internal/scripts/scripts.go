@@ -323,7 +323,7 @@ func (e Env) InitEpoch(ctx context.Context) error {
 		}
 	case e.Shards <= 1:
 		err := checkShardsUpTo(ctx, e.C, e.K.Namespace(), 1, probeShards)
-		if e, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(e.Error(), "NOPERM") {
+		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "NOPERM") {
 			// An ACL user limited to the namespace's own keys (~{ns}:*,
 			// as scripts.ACLCommands documents) cannot read the shards'
 			// and goes on as before the check (see docs/design.md).
