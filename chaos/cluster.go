@@ -328,11 +328,13 @@ func ClusterRestartEmpty(cs clusterSchedule) func(*Env) {
 // target master, which also serves the namespace's guard (see
 // shardedFits), while sessions with other shard counts (others, in turn)
 // try to open on the namespace, from the fault until settle after its
-// heal, as a rolling deploy that changes Options.Shards would. Every one
-// must be refused with session.ErrShardsMismatch, by the guard once a
-// holder's session has recreated it, or before by the epoch marker of a
-// shard on another master (scripts.GuardShards): the holders of the
-// namespace's own shard count still hold. A probe that opens is a
+// heal, as a rolling deploy that changes Options.Shards would (1 for an
+// unsharded session). Every one must be refused with
+// session.ErrShardsMismatch, by the guard once a holder's session has
+// recreated it, or before by the epoch marker of a shard on another master
+// (scripts.GuardShards; for an unsharded session Env.InitEpoch, which
+// reads shards 0-63): the holders of the namespace's own shard count still
+// hold. A probe that opens is a
 // violation ("shards-change"), and so is a fault after whose heal no probe
 // was refused.
 func ClusterShardsChange(others []int, settle time.Duration, cs clusterSchedule) func(*Env) {

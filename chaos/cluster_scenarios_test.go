@@ -82,8 +82,8 @@ var clusterScenarios = []Scenario{
 // serves the namespace's guard (shardedFits), so each fault hits some of
 // the workload's shards and spares others. A lost shard ends only its own
 // holds. cluster-shards-change restarts that master empty (losing the
-// guard with its shards) while sessions of 8 and 32 shards try to open:
-// every one must be refused. TTLs as in clusterScenarios.
+// guard with its shards) while sessions of 8 and 32 shards, and unsharded
+// ones, try to open: every one must be refused. TTLs as in clusterScenarios.
 var shardedClusterScenarios = []Scenario{
 	{
 		Name: "cluster-shards-kill-ack", About: "16 shards: kill -9 the target shard's master; its replica takes over, it rejoins as replica; ReplicaAck 1",
@@ -91,9 +91,9 @@ var shardedClusterScenarios = []Scenario{
 		Nemesis: ClusterKillMaster(clusterSchedule{Quiet0: 1500 * time.Millisecond, Quiet1: 2500 * time.Millisecond, MinFaults: 2}),
 	},
 	{
-		Name: "cluster-shards-change", About: "16 shards: kill -9 the master of the target shard and the guard, restart it at once, empty; sessions of 8 and 32 shards must be refused",
+		Name: "cluster-shards-change", About: "16 shards: kill -9 the master of the target shard and the guard, restart it at once, empty; sessions of 8 and 32 shards, and unsharded ones, must be refused",
 		Backend: Clustered, Shards: 16, TTL: 5 * time.Second, RestartGrace: 5 * time.Second, Duration: 10 * time.Second,
-		Nemesis: ClusterShardsChange([]int{shardsProbe, 32}, time.Second, clusterSchedule{Quiet0: 4 * time.Second, Quiet1: 5 * time.Second, MinFaults: 1}),
+		Nemesis: ClusterShardsChange([]int{shardsProbe, 32, 1}, time.Second, clusterSchedule{Quiet0: 4 * time.Second, Quiet1: 5 * time.Second, MinFaults: 1}),
 	},
 	{
 		Name: "cluster-shards-failover-ack", About: "16 shards: manual CLUSTER FAILOVER of the target shard's master under load, every 5-6s; ReplicaAck 1",
