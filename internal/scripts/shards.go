@@ -113,17 +113,28 @@ func (e Env) shards() int { return max(e.Shards, 1) }
 // guard's master alone cannot let a session of another layout in while
 // the shards of the old one still hold.
 //
+// Before it creates the guard, it replaces the epoch marker "0" (marked
+// intact, and no session opened there since) of each of the n shards with
+// a restart grace from now (epoch_init.lua with "1", one pipeline; any
+// failure fails the call, and the guard stays missing for the next
+// session to do it again). A "0" records no shard count, so the check
+// above cannot tell it from a new namespace's; but a namespace marked
+// intact for tests gets its guard too (MarkIntactShards), so a "0" found
+// with the guard missing may have outlived the loss of the guard and of
+// every shard a session used, and a session of another shard count would
+// grant names there that the old holders still hold in their lost shards.
+// Before and not after: once the guard exists, another session of this
+// count skips all this and may open a copy on the "0" at once. (Should a
+// session of the old count re-assert the guard meanwhile, this one is
+// refused, and the old layout's sessions are refused in those unused
+// shards, which now record this count: a misconfigured deploy costs
+// availability there, never a second holder.)
+//
 // Having created the guard, it sets the epoch marker of each of the n
-// shards that has none, or a bare "0" (epoch_init.lua, with restart grace
-// grace, in one pipeline): the shards of a new namespace, or of one whose
-// data was lost, then share one restart grace from now, instead of each
-// starting its own at its first use. A "0" (marked intact, and no session
-// opened there since) records no shard count, so the check above cannot
-// tell it from a new namespace's; but a namespace marked intact for tests
-// gets its guard too (MarkIntactShards), so a "0" found with the guard
-// missing may have outlived the loss of the guard and of every shard a
-// session used, while a session of another shard count would grant
-// names there that the old holders still hold in their lost shards.
+// shards that has none (epoch_init.lua, with restart grace grace, in one
+// pipeline): the shards of a new namespace, or of one whose data was lost,
+// then share one restart grace from now, instead of each starting its own
+// at its first use.
 func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int, grace time.Duration) error {
 	guard := NewKeys(ns).Epoch()
 	found, _, err := runGuard(ctx, c, guard, n, guardRead)
@@ -135,18 +146,34 @@ func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int, grace 
 	if err := checkShardMarkers(ctx, c, ns, n); err != nil {
 		return err
 	}
+	for _, r := range initShardMarkers(ctx, c, ns, n, grace, true) {
+		if err := r.Error(); err != nil {
+			return err
+		}
+	}
 	found, _, err = runGuard(ctx, c, guard, n, guardCreate)
 	if err := guardErr(ns, n, found, err); err != nil {
 		return err
 	}
+	// Best effort: a shard whose marker this misses gets one at its first use.
+	initShardMarkers(ctx, c, ns, n, grace, false)
+	return nil
+}
+
+// initShardMarkers runs epoch_init.lua on the epoch markers of shards
+// 0..n-1 of namespace ns, in one pipeline: with onlyIntact, replacing a
+// marker "0" only; else setting a missing one.
+func initShardMarkers(ctx context.Context, c rueidis.Client, ns string, n int, grace time.Duration, onlyIntact bool) []rueidis.RedisResult {
+	mode := "0"
+	if onlyIntact {
+		mode = "1"
+	}
 	calls := make([]call, n)
 	for k := range n {
 		keys := []string{ShardKeys(ns, k).Epoch()}
-		calls[k] = call{epochInit, epochInit.keysFor(c, keys), []string{ms(grace), strconv.Itoa(n), "1"}}
+		calls[k] = call{epochInit, epochInit.keysFor(c, keys), []string{ms(grace), strconv.Itoa(n), mode}}
 	}
-	// Best effort: a shard whose marker this misses gets one at its first use.
-	_ = Env{C: c}.pipeline(ctx, calls, false)
-	return nil
+	return Env{C: c}.pipeline(ctx, calls, false)
 }
 
 // checkShardMarkers reads the epoch markers of every possible shard of
@@ -163,8 +190,12 @@ func checkShardMarkers(ctx context.Context, c rueidis.Client, ns string, n int) 
 // 0..63, every shard of a namespace of up to 64, and for a larger one 64
 // slots spread evenly over the slot space (every 256th, see ShardTag), so
 // on every master of a cluster of up to 64 masters whose slots are split
-// into equal ranges. Reading all 1,024 cost an open on a new namespace, and
-// a reclaim after a data loss, tens of ms on a loaded machine.
+// into equal ranges. All 1,024 would cost every new unsharded namespace's
+// first open, and every recreation of its marker, a 1,024-command
+// pipeline: 5 ms on a loaded 2-core machine over TCP, and more than the 1 s
+// an open had over miniredis' in-memory connection (TestOptionsValidation),
+// against 0.3 and 1.7 ms for 64. Each probed namespace's 64 tags stay
+// cached (shardTags).
 const probeShards = 64
 
 // checkShardsUpTo is checkShardMarkers over shards 0..upTo-1.
@@ -197,13 +228,21 @@ func checkShardsUpTo(ctx context.Context, c rueidis.Client, ns string, n, upTo i
 // server: each shard's epoch marker is set to "0" where missing, then the
 // guard is created. The guard is what tells GuardShards that the "0"s are
 // a test's, not survivors of a data loss. Like MarkIntact, it changes
-// nothing in a namespace in use with another layout (its guard records
-// another shard count, or it is unsharded): a session of n shards is
-// refused there, with ErrShardsMismatch.
+// nothing in a namespace in use: one with a guard (laid out already, with
+// any shard count), an unsharded one, or one whose shards record another
+// shard count (a session of n shards is refused there, with
+// ErrShardsMismatch). Should a session of another count lay the namespace
+// out meanwhile, it returns an error matching ErrShardsMismatch.
 func MarkIntactShards(ctx context.Context, c rueidis.Client, ns string, n int) error {
 	guard := NewKeys(ns).Epoch()
 	found, _, err := runGuard(ctx, c, guard, n, guardRead)
-	if err != nil || (found != replyGuardMissing && found != n) {
+	if err != nil || found != replyGuardMissing {
+		return err
+	}
+	if err := checkShardMarkers(ctx, c, ns, n); err != nil {
+		if errors.Is(err, ErrShardsMismatch) {
+			return nil
+		}
 		return err
 	}
 	ks := make([]Keys, n)
@@ -213,8 +252,8 @@ func MarkIntactShards(ctx context.Context, c rueidis.Client, ns string, n int) e
 	if err := MarkIntact(ctx, c, ks...); err != nil {
 		return err
 	}
-	_, _, err = runGuard(ctx, c, guard, n, guardCreate)
-	return err
+	found, _, err = runGuard(ctx, c, guard, n, guardCreate)
+	return guardErr(ns, n, found, err)
 }
 
 // ReadShards reads the shard count of namespace ns from its guard, in one

@@ -285,16 +285,21 @@ end
 -- session_open.lua). The first session to notice the loss sets the marker,
 -- later ones leave it. A shard of a sharded namespace records its shard
 -- count too ("<until>|<grace>|<shards>"); the client has checked the
--- namespace's other shards first (see Env.Guard).
--- ARGV[3] "1": replace a marker "0" too (marked intact, see MarkIntact,
--- and no session opened on it since), as a sharded session does in the
--- shards of a namespace whose guard it found missing: a "0" there did not
--- come with the guard's intact mark (MarkIntactShards writes both), so it
--- may have outlived a data loss of the namespace's other masters (see
--- GuardShards).
--- Returns the ms of grace left.
+-- namespace's shards first (a sharded one through its guard, see
+-- GuardShards; an unsharded one reads shards 0-63, see Env.InitEpoch).
+-- ARGV[3] "1": instead, replace a marker "0" only (marked intact, see
+-- MarkIntact, and no session opened on it since), leaving a missing one
+-- missing; a sharded session does that in its shards, before it creates
+-- the guard of a namespace whose guard it found missing: a "0" there did
+-- not come with the guard's intact mark (MarkIntactShards writes both),
+-- so it may have outlived a data loss of the namespace's other masters.
+-- Returns the ms of grace left (-1 when the marker is missing).
 local v = redis.call('GET', KEYS[1])
-if not v or (v == '0' and ARGV[3] == '1') then
+local set = not v
+if ARGV[3] == '1' then
+  set = v == '0'
+end
+if set then
   v = string.format('%.0f', now_ms() + tonumber(ARGV[1])) .. '|' .. ARGV[1]
   if tonumber(ARGV[2]) > 1 then
     v = v .. '|' .. ARGV[2]
