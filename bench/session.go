@@ -45,10 +45,10 @@ func leaseholdMutex() contender {
 	panic("no leasehold mutex contender")
 }
 
-// hbSharded is the sharded row of the heartbeat scenario: hbShardHolds
-// holds over hbShards shards, so that every shard has a lease copy to
-// renew (issue 30: one request per master per interval, and a cost per
-// copy that should not matter).
+// hbShards and hbShardHolds make the sharded row of the heartbeat
+// scenario: hbShardHolds holds over hbShards shards, so that every shard
+// has a lease copy to renew (issue 30: one request per master per
+// interval, and a cost per copy that should not matter).
 const hbShards, hbShardHolds = 16, 100
 
 func (h *harness) runHeartbeat(ctx context.Context) {
