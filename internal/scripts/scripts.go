@@ -322,7 +322,7 @@ func (e Env) InitEpoch(ctx context.Context) error {
 			return err
 		}
 	case e.Shards <= 1:
-		err := checkShardsUpTo(ctx, e.C, e.K.Namespace(), 1, probeShards)
+		err := checkShardMarkers(ctx, e.C, e.K.Namespace(), 1, probeShards)
 		if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "NOPERM") {
 			// An ACL user limited to the namespace's own keys (~{ns}:*,
 			// as scripts.ACLCommands documents) cannot read the shards'

@@ -143,7 +143,7 @@ func GuardShards(ctx context.Context, c rueidis.Client, ns string, n int, grace 
 	}
 	// Every possible shard, not only this session's n: a namespace of more
 	// shards keeps holders in shards n and above too.
-	if err := checkShardMarkers(ctx, c, ns, n); err != nil {
+	if err := checkShardMarkers(ctx, c, ns, n, MaxShards); err != nil {
 		return err
 	}
 	for _, r := range initShardMarkers(ctx, c, ns, n, grace, true) {
@@ -176,15 +176,6 @@ func initShardMarkers(ctx context.Context, c rueidis.Client, ns string, n int, g
 	return Env{C: c}.pipeline(ctx, calls, false)
 }
 
-// checkShardMarkers reads the epoch markers of every possible shard of
-// namespace ns (0..MaxShards-1, one pipeline) and returns an error
-// matching ErrShardsMismatch when one records a shard count other than n
-// (1 for an unsharded session). It is the rare path of a namespace whose
-// epoch marker or guard is missing: new, or lost with its master's data.
-func checkShardMarkers(ctx context.Context, c rueidis.Client, ns string, n int) error {
-	return checkShardsUpTo(ctx, c, ns, n, MaxShards)
-}
-
 // probeShards is how many shards' markers an unsharded session reads
 // before it recreates its own missing marker (Env.InitEpoch): shards
 // 0..63, every shard of a namespace of up to 64, and for a larger one 64
@@ -198,8 +189,13 @@ func checkShardMarkers(ctx context.Context, c rueidis.Client, ns string, n int) 
 // cached (shardTags).
 const probeShards = 64
 
-// checkShardsUpTo is checkShardMarkers over shards 0..upTo-1.
-func checkShardsUpTo(ctx context.Context, c rueidis.Client, ns string, n, upTo int) error {
+// checkShardMarkers reads the epoch markers of shards 0..upTo-1 of
+// namespace ns (one pipeline; MaxShards for every possible shard) and
+// returns an error matching ErrShardsMismatch when one records a shard
+// count other than n (1 for an unsharded session). It is the rare path of
+// a namespace whose epoch marker or guard is missing: new, or lost with
+// its master's data.
+func checkShardMarkers(ctx context.Context, c rueidis.Client, ns string, n, upTo int) error {
 	cmds := make(rueidis.Commands, upTo)
 	for k := range upTo {
 		cmds[k] = c.B().Get().Key(ShardKeys(ns, k).Epoch()).Build()
@@ -239,7 +235,7 @@ func MarkIntactShards(ctx context.Context, c rueidis.Client, ns string, n int) e
 	if err != nil || found != replyGuardMissing {
 		return err
 	}
-	if err := checkShardMarkers(ctx, c, ns, n); err != nil {
+	if err := checkShardMarkers(ctx, c, ns, n, MaxShards); err != nil {
 		if errors.Is(err, ErrShardsMismatch) {
 			return nil
 		}
