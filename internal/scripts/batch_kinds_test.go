@@ -179,6 +179,7 @@ func TestPoolBatchScriptsMatchSingle(t *testing.T) {
 		{r: pool("one", "nope"), hid: HoldID("a", 4)},            // not a member: slow
 		{r: pool("busy", ""), hid: HoldID("a", 5), wait: true},   // held: slow (queued)
 		{r: pool("mine", "w2"), hid: HoldID("a", 7)},             // a retried grant: slow
+		{r: pool("mine", ""), hid: HoldID("a", 7)},               // the same for any member: slow, w2 stays free
 		{r: pool("one", ""), hid: HoldID("a", 8)},                // withdrawn: slow
 		{r: pool("queued", ""), hid: HoldID("a", 9), wait: true}, // waiters: slow (queued)
 		{r: pool("one", "x"), hid: HoldID("a", 10)},              // granted: x
@@ -188,7 +189,15 @@ func TestPoolBatchScriptsMatchSingle(t *testing.T) {
 	setup(batch)
 	poolAcq := func(w *batchWorld, xs []kindCall) []attemptResult { return w.e.poolAcquireFlight(ctx, xs) }
 	poolRel := func(w *batchWorld, xs []kindCall) []releaseResult { return w.e.poolReleaseFlight(ctx, xs) }
-	checkAcquireBatch(t, single, batch, attempts, kindAcquire, poolAcq, 6)
+	checkAcquireBatch(t, single, batch, attempts, kindAcquire, poolAcq, 7)
+	// The fast path learns that an attempt is a retry from its HSETNX of
+	// the index entry, after it chose a member: which must stay free, with
+	// its score (0: never released).
+	for _, w := range []*batchWorld{single, batch} {
+		if sc, err := w.c.Do(ctx, w.c.B().Zscore().Key(w.e.K.PoolFree("mine")).Member("w2").Build()).ToString(); err != nil || sc != "0" {
+			t.Errorf("after a retried grant, w2's score in the free set: %q, %v; want \"0\"", sc, err)
+		}
+	}
 	checkReleaseBatch(t, single, batch, []kindCall{
 		{r: pool("two", ""), hid: HoldID("a", 1)},   // freed: m1, the most recently released
 		{r: pool("two", "m2"), hid: HoldID("a", 2)}, // freed: m2, after m1

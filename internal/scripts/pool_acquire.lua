@@ -18,7 +18,7 @@ local p, hid, q, b, want = ARGV[1], ARGV[2], KEYS[1], ARGV[6], ARGV[7]
 -- pool_acquire_fast in pool_core.lua.
 local lease = redis.call('HMGET', p .. K_LEASE .. string.match(hid, P_HOLD_SID), 'g', 'x:' .. hid, 'ld')
 if lease[1] == '0' and not lease[2] then
-  local r = pool_acquire_fast(p, q, b, hid, want, lease[3])
+  local r = pool_acquire_fast(q, b, hid, want, lease[3])
   if r then
     return r
   end

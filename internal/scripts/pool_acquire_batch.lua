@@ -18,12 +18,11 @@ for i = 1, n do
   fields[i + 2] = 'x:' .. ARGV[3 * i - 2]
 end
 local lease = redis.call('HMGET', KEYS[1], unpack(fields))
-local p = string.match(KEYS[1], '^{[^}]*}:')
 local out = {}
 for i = 1, n do
   local r
   if lease[1] == '0' and not lease[i + 2] then
-    r = pool_acquire_fast(p, KEYS[i + 1], ARGV[3 * i - 1], ARGV[3 * i - 2], ARGV[3 * i], lease[2])
+    r = pool_acquire_fast(KEYS[i + 1], ARGV[3 * i - 1], ARGV[3 * i - 2], ARGV[3 * i], lease[2])
   end
   out[i] = r or {R_SLOW}
 end

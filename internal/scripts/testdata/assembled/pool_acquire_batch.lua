@@ -63,26 +63,33 @@ local function pool_is_free(b, key)
   return redis.call('ZSCORE', b .. 'f', key) ~= false
 end
 
+-- pool_take makes hid, of session sid, the holder of member key, which the
+-- caller has taken out of the free set and entered in sid's index, and
+-- returns its token, max(last + 1, server time in µs) (new_token).
+local function pool_take(b, key, hid, sid)
+  redis.call('HSET', b .. 'h', key, hid)
+  redis.call('HINCRBY', b .. 's', sid, 1)
+  local tok, n = new_token(redis.call('HGET', b .. 't', key))
+  redis.call('HSET', b .. 't', key, tok)
+  return n
+end
+
 -- pool_grant makes hid the holder of free member key and returns its
--- token, max(last + 1, server time in µs) (new_token). hid's session's
--- lock delay ld (read from its lease when nil) is recorded in its index
--- (see "~ld"): it still applies once that session's lease is gone.
+-- token (pool_take). hid's session's lock delay ld (read from its lease
+-- when nil) is recorded in its index (see "~ld"): it still applies once
+-- that session's lease is gone.
 local function pool_grant(p, b, key, hid, ld)
   local sid = string.match(hid, P_HOLD_SID)
   if ld == nil then
     ld = redis.call('HGET', p .. K_LEASE .. sid, 'ld')
   end
   redis.call('ZREM', b .. 'f', key)
-  redis.call('HSET', b .. 'h', key, hid)
-  redis.call('HINCRBY', b .. 's', sid, 1)
   if ld and ld ~= '0' then
     redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, key, '~ld', ld)
   else
     redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, key)
   end
-  local tok, n = new_token(redis.call('HGET', b .. 't', key))
-  redis.call('HSET', b .. 't', key, tok)
-  return n
+  return pool_take(b, key, hid, sid)
 end
 
 -- pool_unhold forgets that key is held (by hid); it does not make it free.
@@ -113,8 +120,12 @@ end
 -- caller checked hid's lease: it exists with no grace pending (g = "0",
 -- see check_caller) and hid is not withdrawn; ld is its lock delay. It
 -- returns the reply, or nil, having changed nothing, for the full path.
-local function pool_acquire_fast(p, q, b, hid, want, ld)
-  if redis.call('LLEN', q) ~= 0 or pool_held_by(b, hid) then
+-- It does pool_grant's work with one command less: HSETNX writes hid's
+-- index entry only when hid has none, which is pool_held_by's question
+-- (an entry means a retried grant, or a stale entry: both the full
+-- path's).
+local function pool_acquire_fast(q, b, hid, want, ld)
+  if redis.call('LLEN', q) ~= 0 then
     return nil
   end
   local k
@@ -126,7 +137,16 @@ local function pool_acquire_fast(p, q, b, hid, want, ld)
   if not k then
     return nil
   end
-  return {R_GRANTED, pool_grant(p, b, k, hid, ld), k}
+  local sid = string.match(hid, P_HOLD_SID)
+  local idx = b .. K_POOL_INDEX .. sid
+  if redis.call('HSETNX', idx, hid, k) == 0 then
+    return nil
+  end
+  redis.call('ZREM', b .. 'f', k)
+  if ld and ld ~= '0' then
+    redis.call('HSET', idx, '~ld', ld)
+  end
+  return {R_GRANTED, pool_take(b, k, hid, sid), k}
 end
 
 -- pool_release_fast releases the member hid holds when nobody waits
@@ -150,12 +170,11 @@ for i = 1, n do
   fields[i + 2] = 'x:' .. ARGV[3 * i - 2]
 end
 local lease = redis.call('HMGET', KEYS[1], unpack(fields))
-local p = string.match(KEYS[1], '^{[^}]*}:')
 local out = {}
 for i = 1, n do
   local r
   if lease[1] == '0' and not lease[i + 2] then
-    r = pool_acquire_fast(p, KEYS[i + 1], ARGV[3 * i - 1], ARGV[3 * i - 2], ARGV[3 * i], lease[2])
+    r = pool_acquire_fast(KEYS[i + 1], ARGV[3 * i - 1], ARGV[3 * i - 2], ARGV[3 * i], lease[2])
   end
   out[i] = r or {R_SLOW}
 end
