@@ -20,9 +20,9 @@
 # (`make test` runs the smoke scenario with -race).
 
 GO ?= go
-# The process and cluster tiers take about 15-16 minutes on the project's
-# 2-core machine (one go test run; the cluster tier about 8, of which the
-# sharded scenarios 2-2.5): the timeout leaves room for a slower day.
+# The process and cluster tiers take about 14-15 minutes on the project's
+# 2-core machine (one go test run; the cluster tier about 7.5, of which the
+# sharded scenarios about 2): the timeout leaves room for a slower day.
 CHAOS_TIMEOUT ?= 25m
 CHAOS_RUN ?= .
 

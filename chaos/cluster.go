@@ -28,8 +28,9 @@ import (
 // to another node first, so bugs that depend on reaching the namespace's
 // master show there), with its epoch marker set. A sharded namespace
 // (Scenario.Shards) is picked by shardedFits instead (its guard on the
-// master of the shard the nemeses aim at), and every shard's marker is
-// set.
+// master of the shard the nemeses aim at), and marked intact as
+// leaseholdtest.MarkIntactShards does: every shard's marker set, and its
+// guard.
 func startClustered(t *testing.T, env *Env) string {
 	t.Helper()
 	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
@@ -39,10 +40,8 @@ func startClustered(t *testing.T, env *Env) string {
 	owner := slotOwners(t, rc)
 	sc := env.Scenario
 	fits := func(ns string) bool { return owner(redistest.Slot("{"+ns+"}")) == last }
-	markers := func(ns string) []string { return []string{"{" + ns + "}:epoch"} }
 	if sc.Shards > 1 {
 		fits = func(ns string) bool { return shardedFits(sc, ns, owner) }
-		markers = func(ns string) []string { return shardMarkers(ns, sc.Shards) }
 	}
 	base := redistest.Namespace(t)
 	ns := ""
@@ -58,10 +57,17 @@ func startClustered(t *testing.T, env *Env) string {
 	c := rc.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, key := range markers(ns) {
-		if err := c.Do(ctx, c.B().Set().Key(key).Value("0").Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
-			t.Fatalf("chaos: init epoch on the cluster: %v", err)
-		}
+	// A sharded namespace's markers go with its guard: without one, the
+	// first session takes "0" markers for survivors of a data loss and
+	// puts every shard under a restart grace (see GuardShards).
+	var err error
+	if sc.Shards > 1 {
+		err = scripts.MarkIntactShards(ctx, c, ns, sc.Shards)
+	} else if err = c.Do(ctx, c.B().Set().Key(scripts.NewKeys(ns).Epoch()).Value("0").Nx().Build()).Error(); rueidis.IsRedisNil(err) {
+		err = nil
+	}
+	if err != nil {
+		t.Fatalf("chaos: init epoch on the cluster: %v", err)
 	}
 	t.Logf("cluster %v; namespace %s in slot %d on %s", rc.Seeds(), ns, redistest.Slot("{"+ns+"}"), last.Addr())
 	if sc.Shards > 1 {
@@ -144,15 +150,6 @@ func shardedFits(sc *Scenario, ns string, owner func(int) *redistest.Server) boo
 		}
 	}
 	return false
-}
-
-// shardMarkers returns the epoch marker keys of the n shards of ns.
-func shardMarkers(ns string, n int) []string {
-	out := make([]string, n)
-	for k := range n {
-		out[k] = scripts.ShardKeys(ns, k).Epoch()
-	}
-	return out
 }
 
 // usedShards describes which shards the workload of sc uses on which
