@@ -28,9 +28,8 @@ import (
 // to another node first, so bugs that depend on reaching the namespace's
 // master show there), with its epoch marker set. A sharded namespace
 // (Scenario.Shards) is picked by shardedFits instead (its guard on the
-// master of the shard the nemeses aim at), and marked intact as
-// leaseholdtest.MarkIntactShards does: every shard's marker set, and its
-// guard.
+// master of the shard the nemeses aim at), and marked intact by
+// scripts.MarkIntactShards: every shard's marker set, and its guard.
 func startClustered(t *testing.T, env *Env) string {
 	t.Helper()
 	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
@@ -63,8 +62,8 @@ func startClustered(t *testing.T, env *Env) string {
 	var err error
 	if sc.Shards > 1 {
 		err = scripts.MarkIntactShards(ctx, c, ns, sc.Shards)
-	} else if err = c.Do(ctx, c.B().Set().Key(scripts.NewKeys(ns).Epoch()).Value("0").Nx().Build()).Error(); rueidis.IsRedisNil(err) {
-		err = nil
+	} else {
+		err = scripts.MarkIntact(ctx, c, scripts.NewKeys(ns))
 	}
 	if err != nil {
 		t.Fatalf("chaos: init epoch on the cluster: %v", err)

@@ -171,6 +171,14 @@ func TestPoolBatchScriptsMatchSingle(t *testing.T) {
 			t.Fatalf("queue c.2: %+v, %v", g, err)
 		}
 		w.e.withdrawForTest(ctx, t, HoldID("a", 8))
+		// A stale index entry: a.11 named as the holder of s1, which nobody holds.
+		if _, _, err := w.e.PoolChange(ctx, "stale", "add", []string{"s1"}); err != nil {
+			t.Fatal(err)
+		}
+		idx := w.e.K.PoolBase("stale") + keyPoolIndex + "a"
+		if err := c.Do(ctx, c.B().Hset().Key(idx).FieldValue().FieldValue(HoldID("a", 11), "s1").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	attempts := []kindCall{
 		{r: pool("two", ""), hid: HoldID("a", 1)},                // granted: m1
@@ -183,13 +191,14 @@ func TestPoolBatchScriptsMatchSingle(t *testing.T) {
 		{r: pool("one", ""), hid: HoldID("a", 8)},                // withdrawn: slow
 		{r: pool("queued", ""), hid: HoldID("a", 9), wait: true}, // waiters: slow (queued)
 		{r: pool("one", "x"), hid: HoldID("a", 10)},              // granted: x
+		{r: pool("stale", ""), hid: HoldID("a", 11)},             // a stale index entry: slow, then granted s1
 	}
 	single, batch := newBatchWorld(t, ctx, c), newBatchWorld(t, ctx, c)
 	setup(single)
 	setup(batch)
 	poolAcq := func(w *batchWorld, xs []kindCall) []attemptResult { return w.e.poolAcquireFlight(ctx, xs) }
 	poolRel := func(w *batchWorld, xs []kindCall) []releaseResult { return w.e.poolReleaseFlight(ctx, xs) }
-	checkAcquireBatch(t, single, batch, attempts, kindAcquire, poolAcq, 7)
+	checkAcquireBatch(t, single, batch, attempts, kindAcquire, poolAcq, 8)
 	// The fast path learns that an attempt is a retry from its HSETNX of
 	// the index entry, after it chose a member: which must stay free, with
 	// its score (0: never released).

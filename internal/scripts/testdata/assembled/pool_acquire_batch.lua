@@ -115,15 +115,16 @@ local function pool_held_by(b, hid)
 end
 
 -- pool_acquire_fast grants hid a free member (any: the least recently
--- released; or want) when that takes nothing else: nobody waits, hid holds
--- nothing yet, and a member is free without reaping dead holders. The
+-- released; or want) when that takes nothing else: nobody waits, hid has
+-- no entry in its session's index (it holds nothing yet), and a member is
+-- free without reaping dead holders. The
 -- caller checked hid's lease: it exists with no grace pending (g = "0",
 -- see check_caller) and hid is not withdrawn; ld is its lock delay. It
 -- returns the reply, or nil, having changed nothing, for the full path.
--- It does pool_grant's work with one command less: HSETNX writes hid's
--- index entry only when hid has none, which is pool_held_by's question
--- (an entry means a retried grant, or a stale entry: both the full
--- path's).
+-- It does pool_grant's work with one command less when the session has no
+-- lock delay: HSETNX writes hid's index entry only when hid has none,
+-- which is pool_held_by's question (an entry means a retried grant, or a
+-- stale entry whose member hid no longer holds: both the full path's).
 local function pool_acquire_fast(q, b, hid, want, ld)
   if redis.call('LLEN', q) ~= 0 then
     return nil
