@@ -24,8 +24,12 @@ func TestReplicaAck(t *testing.T) {
 	mc := testutil.Client(t, master.Addr())
 	ns := redistest.Namespace(t)
 	key := func(kind, name string) string { return "{" + ns + "}:" + kind + ":" + name }
-	const ttl = time.Second
-	o := session.Options{TTL: ttl, ReplicaAck: 1, ReplicaAckTimeout: 100 * time.Millisecond}
+	// The timeout is what each WAIT takes while the replica is paused, and
+	// the three calls that meet it must end before the lease's deadline
+	// (TTL); 100 ms, with the replica up, was missed when the whole
+	// tree's tests loaded the 2 CPUs (the mutex's test in package session).
+	const ttl = 3 * time.Second
+	o := session.Options{TTL: ttl, ReplicaAck: 1, ReplicaAckTimeout: 500 * time.Millisecond}
 	s := testutil.Dial(t, master.Addr(), ns, o)
 	b := testutil.Dial(t, master.Addr(), ns, o)
 

@@ -582,8 +582,12 @@ func TestReplicaAck(t *testing.T) {
 	ctx := testutil.Ctx(t, 30*time.Second)
 	mc := testutil.Client(t, master.Addr())
 	ns := redistest.Namespace(t)
-	const ttl = time.Second
-	s := testutil.Dial(t, master.Addr(), ns, session.Options{TTL: ttl, ReplicaAck: 1, ReplicaAckTimeout: 100 * time.Millisecond})
+	// The timeout is what each WAIT takes while the replica is paused, and
+	// the two calls that meet it must end before the lease's deadline
+	// (TTL); with the replica up an ack takes a ms or two, but 100 ms was
+	// missed when the whole tree's tests loaded the 2 CPUs.
+	const ttl = 3 * time.Second
+	s := testutil.Dial(t, master.Addr(), ns, session.Options{TTL: ttl, ReplicaAck: 1, ReplicaAckTimeout: 500 * time.Millisecond})
 	h, err := mutex.New(s, "acked").TryLock(ctx)
 	if err != nil {
 		t.Fatalf("TryLock with a live replica: %v", err)
