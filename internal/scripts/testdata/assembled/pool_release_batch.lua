@@ -113,10 +113,10 @@ end
 -- pool_acquire_fast grants hid a free member (any: the least recently
 -- released; or want) when that takes nothing else: nobody waits, hid has
 -- no entry in its session's index (it holds nothing yet), and a member is
--- free without reaping dead holders. The
--- caller checked hid's lease: it exists with no grace pending (g = "0",
--- see check_caller) and hid is not withdrawn; ld is its lock delay. It
--- returns the reply, or nil, having changed nothing, for the full path.
+-- free without reaping dead holders. The caller checked hid's lease: it
+-- exists with no grace pending (g = "0", see check_caller) and hid is not
+-- withdrawn; ld is its lock delay. It returns the reply, or nil, having
+-- changed nothing, for the full path.
 -- It does pool_grant's work with one command less when the session has no
 -- lock delay: HSETNX writes hid's index entry only when hid has none,
 -- which is pool_held_by's question (an entry means a retried grant, or a
