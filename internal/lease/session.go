@@ -329,13 +329,16 @@ func (s *Session) Close() error {
 		reply := make(chan error, 1)
 		select {
 		case s.reqs <- func(l *loop) { l.close(reply) }:
+			// The loop answers before it exits, so the answer is there by
+			// the time exited is closed; a select over both could pick
+			// exited, both being ready, and lose it.
+			<-s.exited
 			select {
 			case s.closeErr = <-reply:
-			case <-s.exited:
+			default: // the loop exited before it took the request
 			}
 		case <-s.exited:
 		}
-		<-s.exited
 		s.goes.close()
 		// What is left may wait on a silent server or a slow log handler:
 		// rueidis closes its connections one by one, each taking up to a
