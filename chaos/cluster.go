@@ -28,8 +28,8 @@ import (
 // to another node first, so bugs that depend on reaching the namespace's
 // master show there), with its epoch marker set. A sharded namespace
 // (Scenario.Shards) is picked by shardedFits instead (its guard on the
-// master of the shard the nemeses aim at), and marked intact by
-// scripts.MarkIntactShards: every shard's marker set, and its guard.
+// master of the shard the nemeses aim at), and marked intact
+// (initNamespace: every shard's marker set, and its guard).
 func startClustered(t *testing.T, env *Env) string {
 	t.Helper()
 	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
@@ -53,21 +53,7 @@ func startClustered(t *testing.T, env *Env) string {
 	if ns == "" {
 		t.Fatalf("chaos: no namespace fits the scenario (unsharded: on the master of slot %d, %s)", redistest.NumSlots-1, last.Addr())
 	}
-	c := rc.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// A sharded namespace's markers go with its guard: without one, the
-	// first session takes "0" markers for survivors of a data loss and
-	// puts every shard under a restart grace (see GuardShards).
-	var err error
-	if sc.Shards > 1 {
-		err = scripts.MarkIntactShards(ctx, c, ns, sc.Shards)
-	} else {
-		err = scripts.MarkIntact(ctx, c, scripts.NewKeys(ns))
-	}
-	if err != nil {
-		t.Fatalf("chaos: init epoch on the cluster: %v", err)
-	}
+	initNamespace(t, rueidis.ClientOption{InitAddress: rc.Seeds()}, ns, sc.Shards)
 	t.Logf("cluster %v; namespace %s in slot %d on %s", rc.Seeds(), ns, redistest.Slot("{"+ns+"}"), last.Addr())
 	if sc.Shards > 1 {
 		t.Logf("%d shards; the nemeses aim at shard %d (of %s) in slot %d; the workload's shards by master: %s",
