@@ -275,13 +275,18 @@ type claimer struct {
 	// acquireUnknown tells whether an attempt failed with an unknown
 	// outcome (see Hold.acquireUnknown).
 	acquireUnknown bool
+	// tried tells whether an attempt of hid was sent, or may have been:
+	// only the first may tell the script that no queue holds hid yet.
+	tried bool
 }
 
 // try sends an acquire attempt and returns its outcome.
 func (c *claimer) try(ctx context.Context) outcome {
 	c.recheck = *c.s.recheck.Load() // before sending: a re-check signalled meanwhile is not missed
 	sent := time.Now()
-	g, err := c.s.attempt(ctx, c.r, c.hid, c.wait)
+	first := !c.tried
+	c.tried = true
+	g, err := c.s.attempt(ctx, c.r, c.hid, c.wait, first)
 	return c.observe(ctx, outcome{ev: replied, g: g, err: err, sent: sent})
 }
 
@@ -361,15 +366,16 @@ func (s *Session) withdraw(r scripts.Resource, hid string) {
 	s.post(func(l *loop) { l.release(pendingRelease{r: r, hid: hid}) })
 }
 
-// attempt runs one acquire attempt; with wait, it first makes sure the
-// session's notification channel is subscribed, so no hand-off is missed.
-func (s *Session) attempt(ctx context.Context, r scripts.Resource, hid string, wait bool) (scripts.Grant, error) {
+// attempt runs one acquire attempt (first: hid's first; see
+// scripts.Env.AcquireUntil); with wait, it first makes sure the session's
+// notification channel is subscribed, so no hand-off is missed.
+func (s *Session) attempt(ctx context.Context, r scripts.Resource, hid string, wait, first bool) (scripts.Grant, error) {
 	if wait {
 		if err := s.subscribe(ctx, s.ownChannel); err != nil {
 			return scripts.Grant{}, err
 		}
 	}
-	return s.env.AcquireUntil(ctx, s.Deadline(), r, hid, wait)
+	return s.env.AcquireUntil(ctx, s.Deadline(), r, hid, wait, first)
 }
 
 // confirm makes sure a grant handed over by another client has reached

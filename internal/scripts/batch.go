@@ -45,6 +45,25 @@ type kindCall struct {
 	r    Resource
 	hid  string
 	wait bool // acquire: queue when busy
+	// first (acquire, with wait): hid is sent for the first time, so no
+	// queue holds it yet.
+	first bool
+}
+
+// queue is the acquire scripts' queue argument for a: "0" not to queue,
+// "1" to queue when busy, keeping the place hid may have already (a
+// re-check, or a retry of an attempt whose reply was lost), and "2" to
+// queue a hold id sent for the first time, for a kind whose scripts take
+// it (kindSpec.queueNew): they need not search the queue for it, which
+// spares every waiting acquire an LPOS.
+func (a kindCall) queue(k *kindSpec) string {
+	switch {
+	case !a.wait:
+		return "0"
+	case a.first && k.queueNew:
+		return "2"
+	}
+	return "1"
 }
 
 // attemptResult is an attempt's outcome; slow when the batch script's fast
@@ -124,7 +143,7 @@ func (e Env) Stop() {
 func (e Env) acquireFlight(ctx context.Context, as []kindCall, batchScript *Script, head string,
 	add func(keys, args []string, a kindCall) ([]string, []string)) []attemptResult {
 	if len(as) == 1 {
-		g, err := e.acquire(ctx, as[0].r, as[0].hid, as[0].wait)
+		g, err := e.acquireCall(ctx, as[0])
 		return []attemptResult{{g: g, err: err}}
 	}
 	keys, args := []string{e.K.Lease(SessionOf(as[0].hid))}, []string(nil)
@@ -162,7 +181,7 @@ func (e Env) releaseFlight(ctx context.Context, rs []kindCall, batchScript *Scri
 // mutexAcquireFlight: mutex_acquire_batch.lua.
 func (e Env) mutexAcquireFlight(ctx context.Context, as []kindCall) []attemptResult {
 	return e.acquireFlight(ctx, as, mutexAcquireBatch, e.mutexOpts(), func(keys, args []string, a kindCall) ([]string, []string) {
-		return append(keys, e.K.Mutex(a.r.Name)), append(args, oneIf(a.wait)+a.hid)
+		return append(keys, e.K.Mutex(a.r.Name)), append(args, a.queue(&kindSpecs[Mutex])+a.hid)
 	})
 }
 

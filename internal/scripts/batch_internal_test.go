@@ -13,7 +13,7 @@ import (
 	"github.com/leasehold/leasehold/internal/redistest"
 )
 
-// batchWorld is one namespace with leases a, b and c, where a test sets up mutexes and compares the batch scripts with the
+// batchWorld is one namespace with leases a, b, c and d, where a test sets up mutexes and compares the batch scripts with the
 // single ones.
 type batchWorld struct {
 	t   *testing.T
@@ -29,7 +29,7 @@ func newBatchWorld(t *testing.T, ctx context.Context, c rueidis.Client) *batchWo
 		t.Fatal(err)
 	}
 	w.e.mutexTail = w.e.formatMutexOpts()
-	for _, sid := range []string{"a", "b", "c"} {
+	for _, sid := range []string{"a", "b", "c", "d"} {
 		if ok, _, err := w.e.OpenLease(ctx, sid, "test", time.Minute, 0); err != nil || !ok {
 			t.Fatalf("OpenLease(%s) = %v, %v", sid, ok, err)
 		}
@@ -134,15 +134,15 @@ func TestBatchScriptsMatchSingle(t *testing.T) {
 		w.e.withdrawForTest(ctx, t, HoldID("a", 8))
 	}
 	attempts := []kindCall{
-		{r: mutexRes("idle"), hid: a},                           // free with a token: granted
-		{r: mutexRes("fresh"), hid: HoldID("a", 2)},             // no key: granted
-		{r: mutexRes("busy"), hid: HoldID("a", 3)},              // held, no wait: busy
-		{r: mutexRes("busyq"), hid: HoldID("a", 4), wait: true}, // held, wait: queued
-		{r: mutexRes("busyq"), hid: HoldID("a", 5), wait: true}, // queued behind it
-		{r: mutexRes("mine"), hid: HoldID("a", 7)},              // a retried grant: slow
-		{r: mutexRes("dead"), hid: HoldID("a", 6)},              // a dead holder: slow
-		{r: mutexRes("idle"), hid: HoldID("a", 8)},              // withdrawn: slow
-		{r: mutexRes("fresh"), hid: HoldID("a", 9), wait: true}, // granted above in this batch: queued
+		{r: mutexRes("idle"), hid: a},                                        // free with a token: granted
+		{r: mutexRes("fresh"), hid: HoldID("a", 2)},                          // no key: granted
+		{r: mutexRes("busy"), hid: HoldID("a", 3)},                           // held, no wait: busy
+		{r: mutexRes("busyq"), hid: HoldID("a", 4), wait: true},              // held, wait: queued
+		{r: mutexRes("busyq"), hid: HoldID("a", 5), wait: true, first: true}, // queued behind it, unsearched
+		{r: mutexRes("mine"), hid: HoldID("a", 7)},                           // a retried grant: slow
+		{r: mutexRes("dead"), hid: HoldID("a", 6)},                           // a dead holder: slow
+		{r: mutexRes("idle"), hid: HoldID("a", 8)},                           // withdrawn: slow
+		{r: mutexRes("fresh"), hid: HoldID("a", 9), wait: true, first: true}, // granted above in this batch: queued
 	}
 	single, batch := newBatchWorld(t, ctx, c), newBatchWorld(t, ctx, c)
 	setup(single)
@@ -161,6 +161,15 @@ func TestBatchScriptsMatchSingle(t *testing.T) {
 		}
 		w.do("RPOP", w.e.K.Queue(Mutex, "handdead"))
 		w.do("RPUSH", w.e.K.Queue(Mutex, "handdead"), HoldID("c", 20), HoldID("b", 20))
+		// handlazy's first waiter's lease does not say yet that no restart
+		// grace is pending (g is "0" only once a script of that session
+		// saw the grace over): the full path, which reads the epoch
+		// marker, hands over.
+		w.grant("handlazy", HoldID("a", 21))
+		if g, err := w.e.acquire(ctx, Resource{Kind: Mutex, Name: "handlazy"}, HoldID("d", 21), true); err != nil || g.Status != Busy {
+			t.Fatalf("queue d.21: %+v, %v", g, err)
+		}
+		w.do("HSET", w.e.K.Lease("d"), "g", "1")
 	}
 	// busyq's holder b.2 hands over to a.4 (a's lease is live).
 	releases := []kindCall{
@@ -168,10 +177,16 @@ func TestBatchScriptsMatchSingle(t *testing.T) {
 		{r: mutexRes("fresh"), hid: HoldID("a", 2)}, // hands over to a.9, queued behind it
 		{r: mutexRes("busy"), hid: HoldID("a", 3)},  // not held by it: slow
 		{r: mutexRes("handdead"), hid: HoldID("a", 20)},
+		{r: mutexRes("handlazy"), hid: HoldID("a", 21)},
 	}
 	relFlight := func(w *batchWorld, xs []kindCall) []releaseResult { return w.e.mutexReleaseFlight(ctx, xs) }
-	// 2 slow: not held, a dead first waiter.
-	checkReleaseBatch(t, single, batch, releases, kindRelease, relFlight, 2)
+	// 3 slow: not held, a dead first waiter, a waiter's lease with g unset.
+	checkReleaseBatch(t, single, batch, releases, kindRelease, relFlight, 3)
+	for _, w := range []*batchWorld{single, batch} {
+		if v, _ := w.do("GET", w.e.K.Mutex("handlazy")).ToString(); !strings.HasPrefix(v, HoldID("d", 21)+"|") {
+			t.Errorf("handlazy after its release: %q, want it handed to %s", v, HoldID("d", 21))
+		}
+	}
 }
 
 // TestBatchTokensIncrease: the tokens of one batch come from one reading of
@@ -282,3 +297,58 @@ func TestAbsentMutexServesItsQueue(t *testing.T) {
 
 // mutexRes is mutex name as a Resource.
 func mutexRes(name string) Resource { return Resource{Kind: Mutex, Name: name} }
+
+// TestQueueNewSkipsSearch: a waiting attempt whose hold id is sent for the
+// first time (queue "2") is queued without an LPOS looking for it, on the
+// fast path, in a batch and on the full path; a re-check of the same hold
+// id (queue "1") searches, and keeps its place rather than queueing again.
+func TestQueueNewSkipsSearch(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w := newBatchWorld(t, ctx, srv.Client(t))
+	w.grant("m", HoldID("b", 1))
+	lpos := func() int64 {
+		t.Helper()
+		info, _ := w.do("INFO", "commandstats").ToString()
+		_, rest, ok := strings.Cut(info, "cmdstat_lpos:calls=")
+		if !ok {
+			return 0
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		return mustInt(t, n)
+	}
+	attempt := func(a kindCall, wantPos int64) {
+		t.Helper()
+		g, err := w.e.acquireCall(ctx, a)
+		if err != nil || g.Status != Busy || g.Position != wantPos {
+			t.Fatalf("attempt %+v: %+v, %v; want Busy at %d", a, g, err, wantPos)
+		}
+	}
+	w.do("CONFIG", "RESETSTAT")
+	attempt(kindCall{r: mutexRes("m"), hid: HoldID("a", 1), wait: true, first: true}, 0)
+	if n := lpos(); n != 0 {
+		t.Errorf("first attempt: %d LPOS, want 0", n)
+	}
+	attempt(kindCall{r: mutexRes("m"), hid: HoldID("a", 1), wait: true}, 0)
+	if n := lpos(); n != 1 {
+		t.Errorf("re-check: %d LPOS in all, want 1", n)
+	}
+	for i, r := range w.e.mutexAcquireFlight(ctx, []kindCall{
+		{r: mutexRes("m"), hid: HoldID("a", 2), wait: true, first: true},
+		{r: mutexRes("m"), hid: HoldID("a", 3), wait: true, first: true},
+	}) {
+		if r.err != nil || r.slow || r.g.Status != Busy || r.g.Position != int64(i+1) {
+			t.Fatalf("batch attempt %d: %+v; want Busy at %d", i, r, i+1)
+		}
+	}
+	w.do("HSET", w.e.K.Lease("a"), "g", "1") // the full path: check_caller reads the marker
+	attempt(kindCall{r: mutexRes("m"), hid: HoldID("a", 4), wait: true, first: true}, 3)
+	if n := lpos(); n != 1 {
+		t.Errorf("after first attempts in a batch and on the full path: %d LPOS in all, want 1", n)
+	}
+	q, _ := w.do("LRANGE", w.e.K.Queue(Mutex, "m"), "0", "-1").AsStrSlice()
+	if want := []string{HoldID("a", 1), HoldID("a", 2), HoldID("a", 3), HoldID("a", 4)}; !slices.Equal(q, want) {
+		t.Errorf("queue %v, want %v", q, want)
+	}
+}

@@ -70,7 +70,7 @@ func checkReleaseBatch[C any](t *testing.T, single, batch *batchWorld, calls []C
 
 // kindAcquire and kindRelease send one call with the single scripts.
 func kindAcquire(w *batchWorld, x kindCall) (Grant, error) {
-	return w.e.acquire(w.ctx, x.r, x.hid, x.wait)
+	return w.e.acquireCall(w.ctx, x)
 }
 func kindRelease(w *batchWorld, x kindCall) (Released, error) {
 	return w.e.release(w.ctx, x.r, x.hid, false)

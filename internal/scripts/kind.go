@@ -33,11 +33,13 @@ type kindSpec struct {
 	key    string
 	listed []string
 	// acquire and release build the call of the kind's single script for
-	// an acquire attempt of hold id hid ("1" or "0" in wait: queue when
-	// busy) and for its release ("1" or "0" in withdraw: withdraw hid for
-	// good).
+	// an acquire attempt of hold id hid (in wait, "1" to queue when busy,
+	// "0" not to, or "2" where queueNew allows: see kindCall.queue) and
+	// for its release ("1" or "0" in withdraw: withdraw hid for good).
 	acquire func(e Env, r Resource, hid, wait string) execer
 	release func(e Env, r Resource, hid, withdraw string) execer
+	// queueNew tells whether the kind's acquire scripts take "2" in wait.
+	queueNew bool
 	// kept returns the keys that record a hold of r (see Keys.Kept);
 	// waiting the further keys, before the queue, that a wait for r keeps
 	// alive (see Keys.KeptWaiting). nil: none.
@@ -65,7 +67,7 @@ var kindSpecs [RWMutex + 1]kindSpec
 func init() {
 	kindSpecs = [...]kindSpec{
 		Mutex: {
-			name: "mutex", short: "m", key: keyMutex,
+			name: "mutex", short: "m", key: keyMutex, queueNew: true,
 			acquire: func(e Env, r Resource, hid, wait string) execer {
 				return execer{mutexAcquire, []string{e.K.Mutex(r.Name), e.K.Lease(SessionOf(hid))},
 					[]string{hid, wait + e.sharded() + e.mutexOpts()}}

@@ -4,7 +4,9 @@
 -- the queue {ns}:q:m:<name> is built here when needed (see
 -- mutex_release.lua: each declared key costs Redis work on every call)
 -- ARGV[1] hold id   ARGV[2] options "<queue><sharded><held>|<ld>|<i>":
--- queue "1" to queue when busy, sharded "1" for sharded pub/sub, then the
+-- queue "1" to queue when busy ("2" for a hold id sent for the first time,
+-- which no queue holds yet, so none is searched for it; "0" not to queue),
+-- sharded "1" for sharded pub/sub, then the
 -- caller's session's held_ms, lock delay and idle time in ms (see
 -- common.lua; packed, and formatted by the client: every argument costs
 -- Redis a string on every call, and every number the script formats or
@@ -34,6 +36,10 @@ end
 --@include mutex_lib.lua
 local p = prefix_of(m)
 local queue, sharded = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
+local pos -- for busy: false when hid is surely in no queue
+if queue == '2' then
+  queue, pos = '1', false
+end
 local name = string.sub(m, #p + 3)
 local q = p .. K_QUEUE .. 'm:' .. name
 local stop, grace = check_caller(p, hid, queue)
@@ -62,7 +68,7 @@ if free then
   wait = lease_pttl(p, nxt)
   st.changed = true
 end
-local reply = busy(q, hid, wait, queue, grace)
+local reply = busy(q, hid, wait, queue, grace, pos)
 if queue == '1' then
   -- Queued: the waiter mark, and an idle time for a mutex created here (a
   -- waiter during a restart grace), so that it can expire.

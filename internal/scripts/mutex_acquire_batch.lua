@@ -7,8 +7,8 @@
 -- {ns}:m:<name>, one per attempt (two attempts may name the same mutex:
 -- they run in order, as two calls of mutex_acquire.lua would)
 -- ARGV[1] options "<held>|<ld>|<i>", as the tail of mutex_acquire.lua's
--- ARGV[2]   ARGV[2..n+1] "<queue><hid>" per attempt: queue "1" to queue
--- when busy, then the hold id
+-- ARGV[2]   ARGV[2..n+1] "<queue><hid>" per attempt: queue as in
+-- mutex_acquire.lua ("1" or "2" to queue when busy), then the hold id
 -- Returns one reply per attempt, in order: the reply mutex_acquire.lua's
 -- fast path would give, or {R_SLOW} for an attempt the fast path does not
 -- cover (no lease with g = "0", a withdrawn hold id, a holder whose lease

@@ -9,7 +9,9 @@
 -- The includer has checked the caller's lease: it exists with no grace
 -- pending (g = "0", see check_caller) and hid is not withdrawn. It uses
 -- the includer's names: m (the mutex key), hid, aq (a string whose first
--- character is "1" to queue when busy), p (the prefix, or nil), held and
+-- character is "1" to queue when busy, "2" to queue a hold id sent for the
+-- first time, which is in no queue yet: no LPOS looks for it, "0" not to
+-- queue), p (the prefix, or nil), held and
 -- tail (held_ms and "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them
 -- from its ARGV[2] when needed).
 -- It returns the reply (as mutex_acquire.lua's), each return the last
@@ -45,11 +47,12 @@ elseif type(v) == 'string' then
       p = p or string.match(m, '^{[^}]*}:')
       local wait = redis.call('PTTL', p .. K_LEASE .. sid)
       if wait > 0 then
-        if string.sub(aq, 1, 1) ~= '1' then
+        local qa = string.sub(aq, 1, 1)
+        if qa == '0' then
           return {R_BUSY, wait, -1}
         else
           local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
-          local pos = redis.call('LPOS', q, hid)
+          local pos = qa == '1' and redis.call('LPOS', q, hid)
           if not pos then
             pos = redis.call('RPUSH', q, hid) - 1
             if pos == 0 then

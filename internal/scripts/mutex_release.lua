@@ -15,7 +15,7 @@ local hid, m, sh = ARGV[1], KEYS[1], ARGV[2]
 -- The fast paths, before the helpers exist (see scripts.go): see
 -- mutex_release_fast.lua, which returns when it released.
 if string.sub(sh, 2, 2) ~= '1' then
-  local p, g
+  local p
   --@inline mutex_release_fast.lua
 end
 

@@ -1,6 +1,6 @@
 -- mutex_release_batch.lua: the fast paths of mutex_release.lua for several
 -- releases of one session at once (see batch.go): one call, and at most
--- one read of the releasing session's lease and one TIME for all of them.
+-- one TIME for all of them.
 -- The fast paths are mutex_release_fast.lua, as in mutex_release.lua.
 -- KEYS[1..n] the mutexes {ns}:m:<name>, one per release
 -- ARGV[1] "<sharded>": "1" for sharded pub/sub   ARGV[2..n+1] the hold ids,
@@ -12,7 +12,7 @@
 -- alone. A release answered R_SLOW changed nothing.
 local n = #ARGV - 1
 local out = {}
-local p, g
+local p
 local sh = ARGV[1]
 for i = 1, n do
   local hid, m = ARGV[i + 1], KEYS[i]

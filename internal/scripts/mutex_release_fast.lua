@@ -6,13 +6,12 @@
 -- mutex to a live first waiter. It reads and builds the mutex string (see
 -- mutex_value.lua) with anchored matches, as it runs on every release. It
 -- uses the includer's names: m (the mutex key), hid, sh (a string whose
--- first character is "1" for sharded pub/sub), p (the prefix, or nil) and
--- g (whether the releasing session's lease says no restart grace is
--- pending, see check_caller; nil until read).
+-- first character is "1" for sharded pub/sub) and p (the prefix, or nil).
 -- It returns REL_FREED when it released, each return the last thing its
 -- path does, and falls through, having changed nothing, for what the full
 -- path must decide: not held by hid, a lock delay, a dead first waiter, a
--- restart grace, a hash of an older layout.
+-- restart grace (or a first waiter whose lease does not say yet that it is
+-- over), a hash of an older layout.
 local v = redis.pcall('GET', m) -- an error (an older layout's hash) takes the full path
 if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
   -- Held by hid. rest is "|<tok>|<ld>|<i>|<free>|<w>".
@@ -26,20 +25,19 @@ if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
       return REL_FREED
     end
   elseif last2 == '|1' then
-    -- Waiters, no lock delay: when no restart grace is pending and the
-    -- first waiter's lease exists (it always has 'ld'), hand over as
-    -- m_handoff would.
+    -- Waiters, no lock delay: hand over to the first waiter as m_handoff
+    -- would, when its lease exists (it always has 'ld') and says that no
+    -- restart grace is pending. That is what g = "0" in any lease of the
+    -- namespace proves (see check_caller): the waiter's, read here anyway,
+    -- spares a read of the releaser's.
     p = p or string.match(m, '^{[^}]*}:')
-    if g == nil then
-      g = redis.call('HGET', p .. K_LEASE .. string.match(hid, P_HOLD_SID), 'g') == '0'
-    end
     local res = string.sub(m, #p + 3)
     local q = p .. K_QUEUE .. 'm:' .. res
-    local to = g and redis.call('LINDEX', q, 0)
+    local to = redis.call('LINDEX', q, 0)
     if to then
       local sid = string.match(to, P_HOLD_SID)
-      local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl')
-      if l[1] then
+      local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl', 'g')
+      if l[1] and l[3] == '0' then
         redis.call('LPOP', q)
         local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
         redis.call('SET', m, to .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])

@@ -238,16 +238,22 @@ type Grant struct {
 // per hid.
 func (e Env) Acquire(ctx context.Context, r Resource, hid string, wait bool) (Grant, error) {
 	dl, _ := ctx.Deadline()
-	return e.AcquireUntil(ctx, dl, r, hid, wait)
+	return e.AcquireUntil(ctx, dl, r, hid, wait, false)
 }
 
 // AcquireUntil is Acquire with the call's deadline dl given apart from ctx,
 // which need not carry it (zero: none): a mutex call that goes with a
 // batch (see batch.go) then needs no timer of its own. ctx's end still
-// returns the call at once.
-func (e Env) AcquireUntil(ctx context.Context, dl time.Time, r Resource, hid string, wait bool) (Grant, error) {
+// returns the call at once. first tells that hid has never been sent
+// before (no attempt of it, not even one whose reply was lost): a waiting
+// attempt then need not look for hid in the queue. Pass false when in
+// doubt: an attempt that said first and ran, sent again with first, would
+// queue hid twice. (Env itself sends a call again only when Redis refused
+// it before running it: NOSCRIPT, and the transient errors of retry.)
+func (e Env) AcquireUntil(ctx context.Context, dl time.Time, r Resource, hid string, wait, first bool) (Grant, error) {
+	a := kindCall{r: r, hid: hid, wait: wait, first: first}
 	if b := e.batchers(r); b != nil {
-		res, err := b.acquire.Do(ctx, dl, kindCall{r: r, hid: hid, wait: wait})
+		res, err := b.acquire.Do(ctx, dl, a)
 		if err != nil {
 			return Grant{}, err
 		}
@@ -257,16 +263,24 @@ func (e Env) AcquireUntil(ctx context.Context, dl time.Time, r Resource, hid str
 	}
 	ctx, cancel := conn.Until(ctx, dl)
 	defer cancel()
-	return e.acquire(ctx, r, hid, wait)
+	return e.acquireCall(ctx, a)
 }
 
 // acquire is Acquire with the resource's own script.
 func (e Env) acquire(ctx context.Context, r Resource, hid string, wait bool) (Grant, error) {
+	return e.acquireCall(ctx, kindCall{r: r, hid: hid, wait: wait})
+}
+
+// acquireCall is acquire of attempt a. A reply R_EPOCH_MISSING, which
+// retryEpoch answers by sending a again, comes before the script writes
+// anything: a first attempt is still one the second time.
+func (e Env) acquireCall(ctx context.Context, a kindCall) (Grant, error) {
+	r, hid := a.r, a.hid
 	k, ok := r.Kind.spec()
 	if !ok {
 		return Grant{}, fmt.Errorf("scripts: acquire of unknown kind %v", r.Kind)
 	}
-	x := k.acquire(e, r, hid, oneIf(wait))
+	x := k.acquire(e, r, hid, a.queue(k))
 	return retryEpoch(ctx, e, func() (Grant, bool, error) {
 		res, werr := e.execWait(ctx, x.s, x.keys, x.args)
 		v, err := res.ToArray()

@@ -32,7 +32,9 @@ end
 -- the queue {ns}:q:m:<name> is built here when needed (see
 -- mutex_release.lua: each declared key costs Redis work on every call)
 -- ARGV[1] hold id   ARGV[2] options "<queue><sharded><held>|<ld>|<i>":
--- queue "1" to queue when busy, sharded "1" for sharded pub/sub, then the
+-- queue "1" to queue when busy ("2" for a hold id sent for the first time,
+-- which no queue holds yet, so none is searched for it; "0" not to queue),
+-- sharded "1" for sharded pub/sub, then the
 -- caller's session's held_ms, lock delay and idle time in ms (see
 -- common.lua; packed, and formatted by the client: every argument costs
 -- Redis a string on every call, and every number the script formats or
@@ -66,7 +68,9 @@ if lease[1] == '0' and not lease[2] then
   -- The includer has checked the caller's lease: it exists with no grace
   -- pending (g = "0", see check_caller) and hid is not withdrawn. It uses
   -- the includer's names: m (the mutex key), hid, aq (a string whose first
-  -- character is "1" to queue when busy), p (the prefix, or nil), held and
+  -- character is "1" to queue when busy, "2" to queue a hold id sent for the
+  -- first time, which is in no queue yet: no LPOS looks for it, "0" not to
+  -- queue), p (the prefix, or nil), held and
   -- tail (held_ms and "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them
   -- from its ARGV[2] when needed).
   -- It returns the reply (as mutex_acquire.lua's), each return the last
@@ -102,11 +106,12 @@ if lease[1] == '0' and not lease[2] then
         p = p or string.match(m, '^{[^}]*}:')
         local wait = redis.call('PTTL', p .. K_LEASE .. sid)
         if wait > 0 then
-          if string.sub(aq, 1, 1) ~= '1' then
+          local qa = string.sub(aq, 1, 1)
+          if qa == '0' then
             return {R_BUSY, wait, -1}
           else
             local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
-            local pos = redis.call('LPOS', q, hid)
+            local pos = qa == '1' and redis.call('LPOS', q, hid)
             if not pos then
               pos = redis.call('RPUSH', q, hid) - 1
               if pos == 0 then
@@ -565,6 +570,10 @@ local function m_free(p, st)
 end
 local p = prefix_of(m)
 local queue, sharded = string.sub(ARGV[2], 1, 1), string.sub(ARGV[2], 2, 2)
+local pos -- for busy: false when hid is surely in no queue
+if queue == '2' then
+  queue, pos = '1', false
+end
 local name = string.sub(m, #p + 3)
 local q = p .. K_QUEUE .. 'm:' .. name
 local stop, grace = check_caller(p, hid, queue)
@@ -593,7 +602,7 @@ if free then
   wait = lease_pttl(p, nxt)
   st.changed = true
 end
-local reply = busy(q, hid, wait, queue, grace)
+local reply = busy(q, hid, wait, queue, grace, pos)
 if queue == '1' then
   -- Queued: the waiter mark, and an idle time for a mutex created here (a
   -- waiter during a restart grace), so that it can expire.

@@ -35,8 +35,8 @@ end
 -- {ns}:m:<name>, one per attempt (two attempts may name the same mutex:
 -- they run in order, as two calls of mutex_acquire.lua would)
 -- ARGV[1] options "<held>|<ld>|<i>", as the tail of mutex_acquire.lua's
--- ARGV[2]   ARGV[2..n+1] "<queue><hid>" per attempt: queue "1" to queue
--- when busy, then the hold id
+-- ARGV[2]   ARGV[2..n+1] "<queue><hid>" per attempt: queue as in
+-- mutex_acquire.lua ("1" or "2" to queue when busy), then the hold id
 -- Returns one reply per attempt, in order: the reply mutex_acquire.lua's
 -- fast path would give, or {R_SLOW} for an attempt the fast path does not
 -- cover (no lease with g = "0", a withdrawn hold id, a holder whose lease
@@ -79,7 +79,9 @@ for i = 1, n do
     -- The includer has checked the caller's lease: it exists with no grace
     -- pending (g = "0", see check_caller) and hid is not withdrawn. It uses
     -- the includer's names: m (the mutex key), hid, aq (a string whose first
-    -- character is "1" to queue when busy), p (the prefix, or nil), held and
+    -- character is "1" to queue when busy, "2" to queue a hold id sent for the
+    -- first time, which is in no queue yet: no LPOS looks for it, "0" not to
+    -- queue), p (the prefix, or nil), held and
     -- tail (held_ms and "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them
     -- from its ARGV[2] when needed).
     -- It returns the reply (as mutex_acquire.lua's), each return the last
@@ -115,11 +117,12 @@ for i = 1, n do
           p = p or string.match(m, '^{[^}]*}:')
           local wait = redis.call('PTTL', p .. K_LEASE .. sid)
           if wait > 0 then
-            if string.sub(aq, 1, 1) ~= '1' then
+            local qa = string.sub(aq, 1, 1)
+            if qa == '0' then
               r = {R_BUSY, wait, -1}
             else
               local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
-              local pos = redis.call('LPOS', q, hid)
+              local pos = qa == '1' and redis.call('LPOS', q, hid)
               if not pos then
                 pos = redis.call('RPUSH', q, hid) - 1
                 if pos == 0 then
