@@ -352,3 +352,43 @@ func TestQueueNewSkipsSearch(t *testing.T) {
 		t.Errorf("queue %v, want %v", q, want)
 	}
 }
+
+// TestLateFirstAttemptNotGrantedTwice: a first attempt (queue "2") that
+// reaches Redis after its retry (queue "1") queued the hold id, as after a
+// stall of the server or of the old connection, queues it a second time;
+// the hold's release withdraws (its acquire's outcome was unknown), which
+// must take that entry out before handing over, so that the mutex goes to
+// the next waiter and not back to the released hold id.
+func TestLateFirstAttemptNotGrantedTwice(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w := newBatchWorld(t, ctx, srv.Client(t))
+	m := mutexRes("m")
+	w.grant("m", HoldID("b", 1))
+	a, d := HoldID("a", 1), HoldID("d", 1)
+	for i, x := range []kindCall{
+		{r: m, hid: a, wait: true},              // the retry, queued
+		{r: m, hid: a, wait: true, first: true}, // the first attempt, late: queued again
+		{r: m, hid: d, wait: true, first: true},
+	} {
+		if g, err := w.e.acquireCall(ctx, x); err != nil || g.Status != Busy || g.Position != int64(i) {
+			t.Fatalf("attempt %d %+v: %+v, %v; want Busy at %d", i, x, g, err, i)
+		}
+	}
+	if r, err := w.e.release(ctx, m, HoldID("b", 1), false); err != nil || r != Freed {
+		t.Fatalf("release b.1: %v, %v", r, err)
+	}
+	if v, _ := w.do("GET", w.e.K.Mutex("m")).ToString(); !strings.HasPrefix(v, a+"|") {
+		t.Fatalf("mutex %q, want it handed to %s", v, a)
+	}
+	if r, err := w.e.release(ctx, m, a, true); err != nil || r != Freed {
+		t.Fatalf("withdrawing release of %s: %v, %v", a, r, err)
+	}
+	if v, _ := w.do("GET", w.e.K.Mutex("m")).ToString(); !strings.HasPrefix(v, d+"|") {
+		t.Errorf("mutex %q after the release, want it handed to %s", v, d)
+	}
+	if q, _ := w.do("LRANGE", w.e.K.Queue(Mutex, "m"), "0", "-1").AsStrSlice(); len(q) != 0 {
+		t.Errorf("queue %v after the hand-off, want it empty", q)
+	}
+}

@@ -46,8 +46,11 @@ type call struct {
 // of its own connection: it returns the results of calls, then WAIT's. Calls
 // refused with NOSCRIPT are sent again with EVAL in a second round trip
 // (with its own WAIT). The whole pipeline is sent again while a call is
-// refused with a transient error (the scripts sent this way are idempotent
-// per hold id) and ctx lasts.
+// refused with a transient error and ctx lasts: Redis refuses those before
+// running the call, and WAIT, which declares no key, gets none of them,
+// so a call sent alone that ran is not sent again (a mutex acquire's
+// first send, queue "2", goes alone and is not idempotent; the scripts of
+// several-call pipelines are, per hold id).
 //
 // With wait on Redis Cluster, the pipeline runs on a connection dedicated to
 // it for its duration: rueidis follows a MOVED or ASK for one command of a

@@ -28,8 +28,9 @@ local function new_token(last)
 end
 -- mutex_release.lua: release the mutex held by a hold id, or withdraw that hold
 -- id from the waiter queue. Releasing hands the mutex to the first live waiter.
--- KEYS[1] mutex {ns}:m:<name>; the queue {ns}:q:m:<name> and the
--- releasing session's lease {ns}:s:<sid> are built here when needed (each
+-- KEYS[1] mutex {ns}:m:<name>; the queue {ns}:q:m:<name>, the releasing
+-- session's lease {ns}:s:<sid> (to withdraw) and the first waiter's (to
+-- hand over) are built here when needed (each
 -- declared key costs Redis work on every call; all are in the namespace's
 -- slot, and on Redis Cluster the migration probe refuses the script while
 -- the slot moves, see Script.keysFor)
@@ -236,7 +237,8 @@ end
 -- lease with g = "0" proves the epoch marker exists and no grace is left
 -- (losing the marker means losing the data, and the lease with it; a grace
 -- only starts when the marker is recreated), so a fast path may skip the
--- marker when it finds g = "0" in the caller's lease.
+-- marker when it finds g = "0" in a lease of the namespace: the caller's,
+-- or one it reads anyway (a mutex hand-off reads the first waiter's).
 local function check_caller(p, hid, queue)
   local grace = grace_left(p)
   if grace < 0 then
@@ -533,6 +535,13 @@ if string.sub(sh, 2, 2) == '1' then
 end
 local st = m_load(m)
 if st.hid == hid then
+  if string.sub(sh, 2, 2) == '1' then
+    -- A late first attempt (queue "2", see mutex_acquire.lua) that ran
+    -- after its retry queued hid may have queued it a second time: the
+    -- client withdraws every hold whose acquire had an unknown outcome,
+    -- so that entry goes here, before the hand-off could find it.
+    redis.call('LREM', q, 0, hid)
+  end
   st.hid = false
   m_handoff(p, st, q, sharded, name)
   m_save(m, q, st)

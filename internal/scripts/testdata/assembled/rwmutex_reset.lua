@@ -132,7 +132,8 @@ end
 -- lease with g = "0" proves the epoch marker exists and no grace is left
 -- (losing the marker means losing the data, and the lease with it; a grace
 -- only starts when the marker is recreated), so a fast path may skip the
--- marker when it finds g = "0" in the caller's lease.
+-- marker when it finds g = "0" in a lease of the namespace: the caller's,
+-- or one it reads anyway (a mutex hand-off reads the first waiter's).
 local function check_caller(p, hid, queue)
   local grace = grace_left(p)
   if grace < 0 then
