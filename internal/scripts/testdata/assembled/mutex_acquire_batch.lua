@@ -80,8 +80,8 @@ for i = 1, n do
     -- pending (g = "0", see check_caller) and hid is not withdrawn. It uses
     -- the includer's names: m (the mutex key), hid, aq (a string whose first
     -- character is "1" to queue when busy, "2" to queue a hold id sent for the
-    -- first time, which is in no queue yet: no LPOS looks for it, "0" not to
-    -- queue), p (the prefix, or nil), held and
+    -- first time, which is in no queue yet: no LPOS looks for it; anything
+    -- else not to queue), p (the prefix, or nil), held and
     -- tail (held_ms and "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them
     -- from its ARGV[2] when needed).
     -- It returns the reply (as mutex_acquire.lua's), each return the last
@@ -118,7 +118,7 @@ for i = 1, n do
           local wait = redis.call('PTTL', p .. K_LEASE .. sid)
           if wait > 0 then
             local qa = string.sub(aq, 1, 1)
-            if qa == '0' then
+            if qa ~= '1' and qa ~= '2' then
               r = {R_BUSY, wait, -1}
             else
               local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
