@@ -44,7 +44,9 @@ func (m *Mutex) Lock(ctx context.Context) (*session.Hold, error) {
 
 // TryLock acquires the mutex if it is free and nobody waits for it, else
 // returns ErrLocked at once; during a restart grace, when nothing is
-// granted, it returns an error matching session.ErrRestartGrace instead.
+// granted, it returns an error matching session.ErrRestartGrace instead,
+// unless a live session holds the mutex (its holder reclaimed it): that
+// is ErrLocked, grace or not.
 // ctx bounds the one round trip.
 func (m *Mutex) TryLock(ctx context.Context) (*session.Hold, error) {
 	h, err := hook.Claim(ctx, m.s, m.res(), false)

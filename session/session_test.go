@@ -549,7 +549,11 @@ func TestRestartEmptyReclaims(t *testing.T) {
 	if h.Err() != nil || a.Err() != nil {
 		t.Fatalf("hold %v / session %v ended by a restart it could reclaim from", h.Err(), a.Err())
 	}
-	// During the grace, even a free mutex is not granted.
+	// During the grace, even a free mutex is not granted; the reclaimed one
+	// is held, and says so (its holder is live: a try needs no lease read).
+	if _, err := mutex.New(b, "kept").TryLock(ctx); !errors.Is(err, mutex.ErrLocked) {
+		t.Fatalf("TryLock of the reclaimed mutex: %v, want ErrLocked", err)
+	}
 	if _, err := mutex.New(b, "free").TryLock(ctx); !errors.Is(err, session.ErrRestartGrace) {
 		if time.Since(restarted) < ttl {
 			t.Fatalf("TryLock of a free mutex during the restart grace: %v, want ErrRestartGrace", err)

@@ -40,7 +40,9 @@ var (
 	// than Options.RestartGrace ago without it, and nothing is granted until
 	// the grace is over, so that the sessions that held something can
 	// reclaim it. The error's text says how long is left. The calls that
-	// wait (Lock, Acquire, Campaign) wait the grace out instead.
+	// wait (Lock, Acquire, Campaign) wait the grace out instead. A mutex
+	// held by a live session (its holder reclaimed it) makes TryLock
+	// return mutex.ErrLocked, grace or not.
 	ErrRestartGrace = errors.New("session: restart grace")
 
 	// ErrRedisRefused reports that Redis refused a command for a reason that

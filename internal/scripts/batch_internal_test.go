@@ -46,6 +46,29 @@ func (w *batchWorld) do(args ...string) rueidis.RedisResult {
 	return r
 }
 
+// startWorld starts a Redis server and returns a batchWorld on it, with a
+// ctx for the test's calls.
+func startWorld(t *testing.T) (*batchWorld, context.Context) {
+	t.Helper()
+	srv := redistest.Start(t, redistest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return newBatchWorld(t, ctx, srv.Client(t)), ctx
+}
+
+// calls returns how many times Redis ran command cmd (scripts' inner
+// commands included) since the last CONFIG RESETSTAT.
+func (w *batchWorld) calls(cmd string) int64 {
+	w.t.Helper()
+	info, _ := w.do("INFO", "commandstats").ToString()
+	_, rest, ok := strings.Cut(info, "cmdstat_"+cmd+":calls=")
+	if !ok {
+		return 0
+	}
+	n, _, _ := strings.Cut(rest, ",")
+	return mustInt(w.t, n)
+}
+
 // grant makes hid the holder of mutex name with the single script.
 func (w *batchWorld) grant(name, hid string) {
 	w.t.Helper()
@@ -303,21 +326,9 @@ func mutexRes(name string) Resource { return Resource{Kind: Mutex, Name: name} }
 // fast path, in a batch and on the full path; a re-check of the same hold
 // id (queue "1") searches, and keeps its place rather than queueing again.
 func TestQueueNewSkipsSearch(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	w := newBatchWorld(t, ctx, srv.Client(t))
+	w, ctx := startWorld(t)
 	w.grant("m", HoldID("b", 1))
-	lpos := func() int64 {
-		t.Helper()
-		info, _ := w.do("INFO", "commandstats").ToString()
-		_, rest, ok := strings.Cut(info, "cmdstat_lpos:calls=")
-		if !ok {
-			return 0
-		}
-		n, _, _ := strings.Cut(rest, ",")
-		return mustInt(t, n)
-	}
+	lpos := func() int64 { return w.calls("lpos") }
 	attempt := func(a kindCall, wantPos int64) {
 		t.Helper()
 		g, err := w.e.acquireCall(ctx, a)
@@ -360,10 +371,7 @@ func TestQueueNewSkipsSearch(t *testing.T) {
 // must take that entry out before handing over, so that the mutex goes to
 // the next waiter and not back to the released hold id.
 func TestLateFirstAttemptNotGrantedTwice(t *testing.T) {
-	srv := redistest.Start(t, redistest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	w := newBatchWorld(t, ctx, srv.Client(t))
+	w, ctx := startWorld(t)
 	m := mutexRes("m")
 	w.grant("m", HoldID("b", 1))
 	a, d := HoldID("a", 1), HoldID("d", 1)
@@ -391,4 +399,36 @@ func TestLateFirstAttemptNotGrantedTwice(t *testing.T) {
 	if q, _ := w.do("LRANGE", w.e.K.Queue(Mutex, "m"), "0", "-1").AsStrSlice(); len(q) != 0 {
 		t.Errorf("queue %v after the hand-off, want it empty", q)
 	}
+}
+
+// TestTryReadsLeaseOnlyToGrant: a mutex acquire that does not queue answers
+// busy from the mutex alone when a live session holds it, without reading
+// the caller's lease (also when that lease is gone); before it grants a
+// free mutex it reads the lease, and a gone lease or a withdrawn hold id
+// gets nothing.
+func TestTryReadsLeaseOnlyToGrant(t *testing.T) {
+	w, ctx := startWorld(t)
+	w.grant("held", HoldID("b", 1))
+	try := func(name, hid string, want Status) {
+		t.Helper()
+		g, err := w.e.acquireCall(ctx, kindCall{r: mutexRes(name), hid: hid})
+		if err != nil || g.Status != want {
+			t.Fatalf("try %s by %s: %+v, %v; want status %d", name, hid, g, err, want)
+		}
+	}
+	w.do("CONFIG", "RESETSTAT")
+	try("held", HoldID("a", 1), Busy)
+	if n := w.calls("hmget"); n != 0 {
+		t.Errorf("a failed try read %d leases, want none", n)
+	}
+	w.do("DEL", w.e.K.Lease("c"))
+	try("held", HoldID("c", 1), Busy) // held by a live session: busy, whatever the caller's lease
+	try("free", HoldID("c", 2), LeaseGone)
+	w.e.withdrawForTest(ctx, t, HoldID("a", 8))
+	try("free", HoldID("a", 8), Withdrawn)
+	if n, _ := w.do("EXISTS", w.e.K.Mutex("free")).AsInt64(); n != 0 {
+		t.Errorf("a try refused by its lease wrote the mutex")
+	}
+	w.do("HSET", w.e.K.Lease("d"), "g", "1") // not told yet that no grace runs: the full path grants
+	try("free", HoldID("d", 1), Granted)
 }

@@ -16,7 +16,9 @@
 -- so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
 -- when not; {-8, grace ms} when not, during a restart grace, to a caller that
 -- does not queue; {-1} when the caller's own lease is gone; {-5} when the
--- epoch marker is missing (see common.lua grace_left).
+-- epoch marker is missing (see common.lua grace_left). A caller that does
+-- not queue and finds the mutex held by a live session is told
+-- {0, wait ms, -1} before anything else: its lease is not read.
 -- A free mutex with live waiters is handed to the first of them here, so a
 -- newcomer never overtakes a queue whose previous holder died.
 local hid, m = ARGV[1], KEYS[1]
@@ -24,11 +26,16 @@ local hid, m = ARGV[1], KEYS[1]
 -- The fast path, before the helpers exist (see scripts.go), when the
 -- caller's lease exists with no grace pending (g = "0", see check_caller)
 -- and hid is not withdrawn: see mutex_acquire_fast.lua, which returns its
--- reply. Anything else takes the full path below, which reads everything
--- again.
-local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
-if lease[1] == '0' and not lease[2] then
-  local aq, p, held, tail = ARGV[2]
+-- reply. An attempt that does not queue lets it read the lease only
+-- before a grant (ok nil): a failed TryLock costs no lease read. Anything
+-- else takes the full path below, which reads everything again.
+local aq, ok = ARGV[2], nil
+if aq >= '1' then -- queue "1" or "2" (a string comparison: no function call)
+  local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
+  ok = lease[1] == '0' and not lease[2]
+end
+if ok ~= false then
+  local lk, p, held, tail = KEYS[2]
   --@inline mutex_acquire_fast.lua
 end
 

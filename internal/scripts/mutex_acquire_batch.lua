@@ -34,6 +34,7 @@ local opts = ARGV[1]
 local bar = string.find(opts, '|', 1, true)
 local held, tail = string.sub(opts, 1, bar - 1), string.sub(opts, bar)
 local p = string.match(KEYS[2], '^{[^}]*}:')
+local ok, lk = true, nil -- the lease is checked above, for every attempt
 
 for i = 1, n do
   local aq, m = ARGV[i + 1], KEYS[i + 1]

@@ -6,9 +6,14 @@
 -- turned into "r = ..." (see expand in assemble.go). It reads the mutex
 -- string (see mutex_value.lua) with anchored matches, as it runs on every
 -- lock.
--- The includer has checked the caller's lease: it exists with no grace
--- pending (g = "0", see check_caller) and hid is not withdrawn. It uses
--- the includer's names: m (the mutex key), hid, aq (a string whose first
+-- The includer has checked the caller's lease (ok true): it exists with
+-- no grace pending (g = "0", see check_caller) and hid is not withdrawn;
+-- or, for an attempt that does not queue, it leaves ok nil, and the lease
+-- (key lk) is read here only before a grant: a busy reply writes nothing,
+-- and a try that finds the mutex held by a live session needs no lease
+-- (it then answers busy where the full path would answer that the
+-- caller's lease is gone, or a restart grace runs). It uses the
+-- includer's names: ok, lk, m (the mutex key), hid, aq (a string whose first
 -- character is "1" to queue when busy, "2" to queue a hold id sent for the
 -- first time, which is in no queue yet: no LPOS looks for it; anything
 -- else not to queue), p (the prefix, or nil), held and
@@ -73,14 +78,20 @@ elseif type(v) == 'string' then
   end
 end
 if last ~= nil then
-  -- Grant: the mutex string of a new holder, kept held_ms (see
-  -- common.lua; the holder's heartbeat keeps it). SET also drops the
-  -- expiry of an idle mutex.
-  if not tail then
-    local bar = string.find(ARGV[2], '|', 3, true)
-    held, tail = string.sub(ARGV[2], 3, bar - 1), string.sub(ARGV[2], bar)
+  if ok == nil then
+    local l = redis.call('HMGET', lk, 'g', 'x:' .. hid)
+    ok = l[1] == '0' and not l[2]
   end
-  local tok, n = new_token(last)
-  redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
-  return {R_GRANTED, n}
+  if ok then
+    -- Grant: the mutex string of a new holder, kept held_ms (see
+    -- common.lua; the holder's heartbeat keeps it). SET also drops the
+    -- expiry of an idle mutex.
+    if not tail then
+      local bar = string.find(ARGV[2], '|', 3, true)
+      held, tail = string.sub(ARGV[2], 3, bar - 1), string.sub(ARGV[2], bar)
+    end
+    local tok, n = new_token(last)
+    redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
+    return {R_GRANTED, n}
+  end
 end

@@ -44,7 +44,9 @@ end
 -- so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
 -- when not; {-8, grace ms} when not, during a restart grace, to a caller that
 -- does not queue; {-1} when the caller's own lease is gone; {-5} when the
--- epoch marker is missing (see common.lua grace_left).
+-- epoch marker is missing (see common.lua grace_left). A caller that does
+-- not queue and finds the mutex held by a live session is told
+-- {0, wait ms, -1} before anything else: its lease is not read.
 -- A free mutex with live waiters is handed to the first of them here, so a
 -- newcomer never overtakes a queue whose previous holder died.
 local hid, m = ARGV[1], KEYS[1]
@@ -52,11 +54,16 @@ local hid, m = ARGV[1], KEYS[1]
 -- The fast path, before the helpers exist (see scripts.go), when the
 -- caller's lease exists with no grace pending (g = "0", see check_caller)
 -- and hid is not withdrawn: see mutex_acquire_fast.lua, which returns its
--- reply. Anything else takes the full path below, which reads everything
--- again.
-local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
-if lease[1] == '0' and not lease[2] then
-  local aq, p, held, tail = ARGV[2]
+-- reply. An attempt that does not queue lets it read the lease only
+-- before a grant (ok nil): a failed TryLock costs no lease read. Anything
+-- else takes the full path below, which reads everything again.
+local aq, ok = ARGV[2], nil
+if aq >= '1' then -- queue "1" or "2" (a string comparison: no function call)
+  local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
+  ok = lease[1] == '0' and not lease[2]
+end
+if ok ~= false then
+  local lk, p, held, tail = KEYS[2]
   -- mutex_acquire_fast.lua: the fast path of a mutex acquire attempt, as
   -- statement text (no function of its own: every function is a closure
   -- Redis creates on every call, see scripts.go), inlined where it runs: by
@@ -65,9 +72,14 @@ if lease[1] == '0' and not lease[2] then
   -- turned into "r = ..." (see expand in assemble.go). It reads the mutex
   -- string (see mutex_value.lua) with anchored matches, as it runs on every
   -- lock.
-  -- The includer has checked the caller's lease: it exists with no grace
-  -- pending (g = "0", see check_caller) and hid is not withdrawn. It uses
-  -- the includer's names: m (the mutex key), hid, aq (a string whose first
+  -- The includer has checked the caller's lease (ok true): it exists with
+  -- no grace pending (g = "0", see check_caller) and hid is not withdrawn;
+  -- or, for an attempt that does not queue, it leaves ok nil, and the lease
+  -- (key lk) is read here only before a grant: a busy reply writes nothing,
+  -- and a try that finds the mutex held by a live session needs no lease
+  -- (it then answers busy where the full path would answer that the
+  -- caller's lease is gone, or a restart grace runs). It uses the
+  -- includer's names: ok, lk, m (the mutex key), hid, aq (a string whose first
   -- character is "1" to queue when busy, "2" to queue a hold id sent for the
   -- first time, which is in no queue yet: no LPOS looks for it; anything
   -- else not to queue), p (the prefix, or nil), held and
@@ -132,16 +144,22 @@ if lease[1] == '0' and not lease[2] then
     end
   end
   if last ~= nil then
-    -- Grant: the mutex string of a new holder, kept held_ms (see
-    -- common.lua; the holder's heartbeat keeps it). SET also drops the
-    -- expiry of an idle mutex.
-    if not tail then
-      local bar = string.find(ARGV[2], '|', 3, true)
-      held, tail = string.sub(ARGV[2], 3, bar - 1), string.sub(ARGV[2], bar)
+    if ok == nil then
+      local l = redis.call('HMGET', lk, 'g', 'x:' .. hid)
+      ok = l[1] == '0' and not l[2]
     end
-    local tok, n = new_token(last)
-    redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
-    return {R_GRANTED, n}
+    if ok then
+      -- Grant: the mutex string of a new holder, kept held_ms (see
+      -- common.lua; the holder's heartbeat keeps it). SET also drops the
+      -- expiry of an idle mutex.
+      if not tail then
+        local bar = string.find(ARGV[2], '|', 3, true)
+        held, tail = string.sub(ARGV[2], 3, bar - 1), string.sub(ARGV[2], bar)
+      end
+      local tok, n = new_token(last)
+      redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
+      return {R_GRANTED, n}
+    end
   end
 end
 
