@@ -58,7 +58,10 @@ local hid, m = ARGV[1], KEYS[1]
 -- before a grant (ok nil): a failed TryLock costs no lease read. Anything
 -- else takes the full path below, which reads everything again.
 local aq, ok = ARGV[2], nil
-if aq >= '1' then -- queue "1" or "2" (a string comparison: no function call)
+-- aq >= '1' is true for queue "1" or "2": a comparison (strcoll, in Redis'
+-- locale) decided by aq's first character, a digit, where string.sub would
+-- cost a function call on every lock.
+if aq >= '1' then
   local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
   ok = lease[1] == '0' and not lease[2]
 end
