@@ -77,7 +77,9 @@ func (s *Server) notPaused(t TB, what string) {
 // RestartGrace of the session that noticed the loss first; the kit's
 // sessions default it to their TTL) counted from when the loss was
 // noticed: try-calls (TryLock, TryAcquire) fail with an error matching
-// session.ErrRestartGrace at once, blocking calls wait. The restart freed
+// session.ErrRestartGrace at once (but a TryLock of a mutex its holder has
+// reclaimed already fails with mutex.ErrLocked: it is held), blocking
+// calls wait. The restart freed
 // every resource at once: without the grace, others could be granted them
 // before the old holders reclaimed them. This is why the grace exists, and
 // why it cannot be turned off (session.Options.DisableRestartGrace is

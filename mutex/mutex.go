@@ -46,7 +46,9 @@ func (m *Mutex) Lock(ctx context.Context) (*session.Hold, error) {
 // returns ErrLocked at once; during a restart grace, when nothing is
 // granted, it returns an error matching session.ErrRestartGrace instead,
 // unless a live session holds the mutex (its holder reclaimed it): that
-// is ErrLocked, grace or not.
+// is ErrLocked, grace or not. ErrLocked also wins over the session's own
+// loss (session.ErrLeaseLost, which a free mutex reports): the session's
+// deadline and heartbeat report that.
 // ctx bounds the one round trip.
 func (m *Mutex) TryLock(ctx context.Context) (*session.Hold, error) {
 	h, err := hook.Claim(ctx, m.s, m.res(), false)

@@ -27,7 +27,9 @@ const (
 
 // Claim asks for r on behalf of one of leasehold's primitives and returns the
 // hold once granted. Without wait it fails with scripts.ErrBusy when r is
-// taken, or with an error matching ErrRestartGrace during a restart grace;
+// taken (a mutex held by a live session: also during a restart grace, or
+// with the caller's lease gone, as the script then reads no lease), or
+// with an error matching ErrRestartGrace during a restart grace;
 // with wait it queues FIFO in Redis and blocks until granted (the grant is
 // handed over by the releasing script and announced on the session's
 // channel, so waiting sends no requests), until ctx ends, or until the

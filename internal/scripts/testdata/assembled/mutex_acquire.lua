@@ -81,7 +81,8 @@ if ok ~= false then
   -- (key lk) is read here only before a grant: a busy reply writes nothing,
   -- and a try that finds the mutex held by a live session needs no lease
   -- (it then answers busy where the full path would answer that the
-  -- caller's lease is gone, or a restart grace runs). It uses the
+  -- caller's lease is gone, that a restart grace runs, that hid was
+  -- withdrawn or that the epoch marker is missing). It uses the
   -- includer's names: ok, lk, m (the mutex key), hid, aq (a string whose first
   -- character is "1" to queue when busy, "2" to queue a hold id sent for the
   -- first time, which is in no queue yet: no LPOS looks for it; anything
@@ -124,7 +125,7 @@ if ok ~= false then
           local qa = string.sub(aq, 1, 1)
           if qa ~= '1' and qa ~= '2' then
             return {R_BUSY, wait, -1}
-          else
+          elseif ok then -- the lease was read (never queue without it)
             local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
             local pos = qa == '1' and redis.call('LPOS', q, hid)
             if not pos then
