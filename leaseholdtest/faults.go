@@ -79,11 +79,10 @@ func (s *Server) notPaused(t TB, what string) {
 // noticed: try-calls (TryLock, TryAcquire) fail with an error matching
 // session.ErrRestartGrace at once (but a TryLock of a mutex its holder has
 // reclaimed already fails with mutex.ErrLocked: it is held), blocking
-// calls wait. The restart freed
-// every resource at once: without the grace, others could be granted them
-// before the old holders reclaimed them. This is why the grace exists, and
-// why it cannot be turned off (session.Options.DisableRestartGrace is
-// refused).
+// calls wait. The restart freed every resource at once: without the
+// grace, others could be granted them before the old holders reclaimed
+// them. This is why the grace exists, and why it cannot be turned off
+// (session.Options.DisableRestartGrace is refused).
 //
 // After RestartEmpty, Session and Manager no longer mark namespaces intact:
 // the sessions they open meet the grace as on a restarted Redis.
