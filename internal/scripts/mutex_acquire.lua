@@ -23,22 +23,12 @@
 -- newcomer never overtakes a queue whose previous holder died.
 local hid, m = ARGV[1], KEYS[1]
 
--- The fast path, before the helpers exist (see scripts.go), when the
--- caller's lease exists with no grace pending (g = "0", see check_caller)
--- and hid is not withdrawn: see mutex_acquire_fast.lua, which returns its
--- reply. An attempt that does not queue lets it read the lease only
--- before a grant (ok nil): a failed TryLock costs no lease read. Anything
+-- The fast path, before the helpers exist (see scripts.go): see
+-- mutex_acquire_fast.lua, which reads the caller's lease before it grants
+-- or queues (a failed TryLock reads none) and returns its reply. Anything
 -- else takes the full path below, which reads everything again.
-local aq, ok = ARGV[2], nil
--- aq >= '1' is true for queue "1" or "2": a comparison (strcoll, in Redis'
--- locale) decided by aq's first character, a digit, where string.sub would
--- cost a function call on every lock.
-if aq >= '1' then
-  local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
-  ok = lease[1] == '0' and not lease[2]
-end
-if ok ~= false then
-  local lk, p, held, tail = KEYS[2]
+do
+  local aq, ok, lk, p, held, tail = ARGV[2], nil, KEYS[2]
   --@inline mutex_acquire_fast.lua
 end
 

@@ -51,22 +51,12 @@ end
 -- newcomer never overtakes a queue whose previous holder died.
 local hid, m = ARGV[1], KEYS[1]
 
--- The fast path, before the helpers exist (see scripts.go), when the
--- caller's lease exists with no grace pending (g = "0", see check_caller)
--- and hid is not withdrawn: see mutex_acquire_fast.lua, which returns its
--- reply. An attempt that does not queue lets it read the lease only
--- before a grant (ok nil): a failed TryLock costs no lease read. Anything
+-- The fast path, before the helpers exist (see scripts.go): see
+-- mutex_acquire_fast.lua, which reads the caller's lease before it grants
+-- or queues (a failed TryLock reads none) and returns its reply. Anything
 -- else takes the full path below, which reads everything again.
-local aq, ok = ARGV[2], nil
--- aq >= '1' is true for queue "1" or "2": a comparison (strcoll, in Redis'
--- locale) decided by aq's first character, a digit, where string.sub would
--- cost a function call on every lock.
-if aq >= '1' then
-  local lease = redis.call('HMGET', KEYS[2], 'g', 'x:' .. hid)
-  ok = lease[1] == '0' and not lease[2]
-end
-if ok ~= false then
-  local lk, p, held, tail = KEYS[2]
+do
+  local aq, ok, lk, p, held, tail = ARGV[2], nil, KEYS[2]
   -- mutex_acquire_fast.lua: the fast path of a mutex acquire attempt, as
   -- statement text (no function of its own: every function is a closure
   -- Redis creates on every call, see scripts.go), inlined where it runs: by
@@ -75,27 +65,28 @@ if ok ~= false then
   -- turned into "r = ..." (see expand in assemble.go). It reads the mutex
   -- string (see mutex_value.lua) with anchored matches, as it runs on every
   -- lock.
-  -- The includer has checked the caller's lease (ok true): it exists with
-  -- no grace pending (g = "0", see check_caller) and hid is not withdrawn;
-  -- or, for an attempt that does not queue, it leaves ok nil, and the lease
-  -- (key lk) is read here only before a grant: a busy reply writes nothing,
-  -- and a try that finds the mutex held by a live session needs no lease
-  -- (it then answers busy where the full path would answer that the
-  -- caller's lease is gone, that a restart grace runs, that hid was
-  -- withdrawn or that the epoch marker is missing). It uses the
-  -- includer's names: ok, lk, m (the mutex key), hid, aq (a string whose first
-  -- character is "1" to queue when busy, "2" to queue a hold id sent for the
-  -- first time, which is in no queue yet: no LPOS looks for it; anything
-  -- else not to queue), p (the prefix, or nil), held and
-  -- tail (held_ms and "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them
-  -- from its ARGV[2] when needed).
+  -- It reads the caller's lease (key lk) only before it grants or queues,
+  -- unless the includer has read it for it (ok true; mutex_acquire_batch.lua
+  -- reads it once for all its attempts): the lease must exist with no grace
+  -- pending (g = "0", see check_caller) and hid must not be withdrawn, else
+  -- the full path decides. A try (queue neither "1" nor "2") that finds the
+  -- mutex held by a live session answers busy without it, writing nothing
+  -- (where the full path would answer that the caller's lease is gone, that
+  -- a restart grace runs, that hid was withdrawn or that the epoch marker is
+  -- missing). It uses the includer's names: ok (nil until the lease is
+  -- read), lk, m (the mutex key), hid, aq (a string whose first character
+  -- is "1" to queue when busy, "2" to queue a hold id sent for the first
+  -- time, which is in no queue yet: no LPOS looks for it; anything else not
+  -- to queue), p (the prefix, or nil), held and tail (held_ms and
+  -- "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them from its ARGV[2]
+  -- when needed).
   -- It returns the reply (as mutex_acquire.lua's), each return the last
   -- thing its path does, and falls through, having changed nothing, for
   -- what the full path must decide: a holder whose lease is gone, a lock
   -- delay, waiters before the caller, a queue left without its mutex, a
   -- retried grant, a hash of an older layout.
   local v = redis.pcall('GET', m) -- an error (a hash of an older layout) takes the full path
-  local last
+  local last, wait, qa
   if not v then
     -- No mutex: never used, or expired, which a held mutex or a running
     -- lock delay never is (see mutex_value.lua). Grant, with a token from
@@ -116,43 +107,46 @@ if ok ~= false then
       local holder, sid = string.match(v, '^(([^.|]+)%.[^|]*)|')
       if holder and holder ~= hid then
         -- Held by a live session: busy, the same reply as busy() in
-        -- common.lua. (sid_of and prefix_of spelled out: as helpers in
-        -- fastpath.lua they would cost every lock+release a closure each,
-        -- see docs/performance.md.)
+        -- common.lua; queued first when asked. (sid_of and prefix_of
+        -- spelled out: as helpers in fastpath.lua they would cost every
+        -- lock+release a closure each, see docs/performance.md.)
         p = p or string.match(m, '^{[^}]*}:')
-        local wait = redis.call('PTTL', p .. K_LEASE .. sid)
+        wait = redis.call('PTTL', p .. K_LEASE .. sid)
         if wait > 0 then
-          local qa = string.sub(aq, 1, 1)
-          if qa ~= '1' and qa ~= '2' then
-            return {R_BUSY, wait, -1}
-          elseif ok then -- the lease was read (never queue without it)
-            local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
-            local pos = qa == '1' and redis.call('LPOS', q, hid)
-            if not pos then
-              pos = redis.call('RPUSH', q, hid) - 1
-              if pos == 0 then
-                -- A new queue expires unless its waiters' heartbeats keep it.
-                if not held then
-                  held = string.sub(ARGV[2], 3, string.find(ARGV[2], '|', 3, true) - 1)
-                end
-                redis.call('PEXPIRE', q, held)
-              end
-              if string.sub(v, -1) == '|' then
-                redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_value.lua)
-              end
-            end
-            return {R_BUSY, wait, pos}
-          end
+          qa = string.sub(aq, 1, 1)
+        else
+          wait = nil -- a holder whose lease is gone: the full path's
         end
       end
     end
   end
-  if last ~= nil then
+  if wait and qa ~= '1' and qa ~= '2' then
+    return {R_BUSY, wait, -1} -- a try: no lease needed, nothing written
+  elseif last ~= nil or wait then
+    -- A grant (last) or a queue entry (wait) needs the caller's lease, read
+    -- here unless the includer has (ok).
     if ok == nil then
       local l = redis.call('HMGET', lk, 'g', 'x:' .. hid)
       ok = l[1] == '0' and not l[2]
     end
-    if ok then
+    if ok and wait then
+      local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
+      local pos = qa == '1' and redis.call('LPOS', q, hid)
+      if not pos then
+        pos = redis.call('RPUSH', q, hid) - 1
+        if pos == 0 then
+          -- A new queue expires unless its waiters' heartbeats keep it.
+          if not held then
+            held = string.sub(ARGV[2], 3, string.find(ARGV[2], '|', 3, true) - 1)
+          end
+          redis.call('PEXPIRE', q, held)
+        end
+        if string.sub(v, -1) == '|' then
+          redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_value.lua)
+        end
+      end
+      return {R_BUSY, wait, pos}
+    elseif ok then
       -- Grant: the mutex string of a new holder, kept held_ms (see
       -- common.lua; the holder's heartbeat keeps it). SET also drops the
       -- expiry of an idle mutex.

@@ -77,27 +77,28 @@ for i = 1, n do
     -- turned into "r = ..." (see expand in assemble.go). It reads the mutex
     -- string (see mutex_value.lua) with anchored matches, as it runs on every
     -- lock.
-    -- The includer has checked the caller's lease (ok true): it exists with
-    -- no grace pending (g = "0", see check_caller) and hid is not withdrawn;
-    -- or, for an attempt that does not queue, it leaves ok nil, and the lease
-    -- (key lk) is read here only before a grant: a busy reply writes nothing,
-    -- and a try that finds the mutex held by a live session needs no lease
-    -- (it then answers busy where the full path would answer that the
-    -- caller's lease is gone, that a restart grace runs, that hid was
-    -- withdrawn or that the epoch marker is missing). It uses the
-    -- includer's names: ok, lk, m (the mutex key), hid, aq (a string whose first
-    -- character is "1" to queue when busy, "2" to queue a hold id sent for the
-    -- first time, which is in no queue yet: no LPOS looks for it; anything
-    -- else not to queue), p (the prefix, or nil), held and
-    -- tail (held_ms and "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them
-    -- from its ARGV[2] when needed).
+    -- It reads the caller's lease (key lk) only before it grants or queues,
+    -- unless the includer has read it for it (ok true; mutex_acquire_batch.lua
+    -- reads it once for all its attempts): the lease must exist with no grace
+    -- pending (g = "0", see check_caller) and hid must not be withdrawn, else
+    -- the full path decides. A try (queue neither "1" nor "2") that finds the
+    -- mutex held by a live session answers busy without it, writing nothing
+    -- (where the full path would answer that the caller's lease is gone, that
+    -- a restart grace runs, that hid was withdrawn or that the epoch marker is
+    -- missing). It uses the includer's names: ok (nil until the lease is
+    -- read), lk, m (the mutex key), hid, aq (a string whose first character
+    -- is "1" to queue when busy, "2" to queue a hold id sent for the first
+    -- time, which is in no queue yet: no LPOS looks for it; anything else not
+    -- to queue), p (the prefix, or nil), held and tail (held_ms and
+    -- "|<ld>|<i>"; nil, in mutex_acquire.lua, to read them from its ARGV[2]
+    -- when needed).
     -- It returns the reply (as mutex_acquire.lua's), each return the last
     -- thing its path does, and falls through, having changed nothing, for
     -- what the full path must decide: a holder whose lease is gone, a lock
     -- delay, waiters before the caller, a queue left without its mutex, a
     -- retried grant, a hash of an older layout.
     local v = redis.pcall('GET', m) -- an error (a hash of an older layout) takes the full path
-    local last
+    local last, wait, qa
     if not v then
       -- No mutex: never used, or expired, which a held mutex or a running
       -- lock delay never is (see mutex_value.lua). Grant, with a token from
@@ -118,43 +119,46 @@ for i = 1, n do
         local holder, sid = string.match(v, '^(([^.|]+)%.[^|]*)|')
         if holder and holder ~= hid then
           -- Held by a live session: busy, the same reply as busy() in
-          -- common.lua. (sid_of and prefix_of spelled out: as helpers in
-          -- fastpath.lua they would cost every lock+release a closure each,
-          -- see docs/performance.md.)
+          -- common.lua; queued first when asked. (sid_of and prefix_of
+          -- spelled out: as helpers in fastpath.lua they would cost every
+          -- lock+release a closure each, see docs/performance.md.)
           p = p or string.match(m, '^{[^}]*}:')
-          local wait = redis.call('PTTL', p .. K_LEASE .. sid)
+          wait = redis.call('PTTL', p .. K_LEASE .. sid)
           if wait > 0 then
-            local qa = string.sub(aq, 1, 1)
-            if qa ~= '1' and qa ~= '2' then
-              r = {R_BUSY, wait, -1}
-            elseif ok then -- the lease was read (never queue without it)
-              local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
-              local pos = qa == '1' and redis.call('LPOS', q, hid)
-              if not pos then
-                pos = redis.call('RPUSH', q, hid) - 1
-                if pos == 0 then
-                  -- A new queue expires unless its waiters' heartbeats keep it.
-                  if not held then
-                    held = string.sub(ARGV[2], 3, string.find(ARGV[2], '|', 3, true) - 1)
-                  end
-                  redis.call('PEXPIRE', q, held)
-                end
-                if string.sub(v, -1) == '|' then
-                  redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_value.lua)
-                end
-              end
-              r = {R_BUSY, wait, pos}
-            end
+            qa = string.sub(aq, 1, 1)
+          else
+            wait = nil -- a holder whose lease is gone: the full path's
           end
         end
       end
     end
-    if last ~= nil then
+    if wait and qa ~= '1' and qa ~= '2' then
+      r = {R_BUSY, wait, -1} -- a try: no lease needed, nothing written
+    elseif last ~= nil or wait then
+      -- A grant (last) or a queue entry (wait) needs the caller's lease, read
+      -- here unless the includer has (ok).
       if ok == nil then
         local l = redis.call('HMGET', lk, 'g', 'x:' .. hid)
         ok = l[1] == '0' and not l[2]
       end
-      if ok then
+      if ok and wait then
+        local q = p .. K_QUEUE .. 'm:' .. string.sub(m, #p + 3)
+        local pos = qa == '1' and redis.call('LPOS', q, hid)
+        if not pos then
+          pos = redis.call('RPUSH', q, hid) - 1
+          if pos == 0 then
+            -- A new queue expires unless its waiters' heartbeats keep it.
+            if not held then
+              held = string.sub(ARGV[2], 3, string.find(ARGV[2], '|', 3, true) - 1)
+            end
+            redis.call('PEXPIRE', q, held)
+          end
+          if string.sub(v, -1) == '|' then
+            redis.call('SET', m, v .. '1', 'KEEPTTL') -- the waiter mark (see mutex_value.lua)
+          end
+        end
+        r = {R_BUSY, wait, pos}
+      elseif ok then
         -- Grant: the mutex string of a new holder, kept held_ms (see
         -- common.lua; the holder's heartbeat keeps it). SET also drops the
         -- expiry of an idle mutex.
