@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/session"
 )
 
@@ -29,7 +30,7 @@ import (
 // master show there), with its epoch marker set. A sharded namespace
 // (Scenario.Shards) is picked by shardedFits instead (its guard on the
 // master of the shard the nemeses aim at), and marked intact
-// (initNamespace: every shard's marker set, and its guard).
+// (testutil.InitShardsOn: every shard's marker set, and its guard).
 func startClustered(t *testing.T, env *Env) string {
 	t.Helper()
 	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
@@ -53,7 +54,7 @@ func startClustered(t *testing.T, env *Env) string {
 	if ns == "" {
 		t.Fatalf("chaos: no namespace fits the scenario (unsharded: on the master of slot %d, %s)", redistest.NumSlots-1, last.Addr())
 	}
-	initNamespace(t, rueidis.ClientOption{InitAddress: rc.Seeds()}, ns, sc.Shards)
+	testutil.InitShardsOn(t, rueidis.ClientOption{InitAddress: rc.Seeds()}, ns, sc.Shards)
 	t.Logf("cluster %v; namespace %s in slot %d on %s", rc.Seeds(), ns, redistest.Slot("{"+ns+"}"), last.Addr())
 	if sc.Shards > 1 {
 		t.Logf("%d shards; the nemeses aim at shard %d (of %s) in slot %d; the workload's shards by master: %s",

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/session"
@@ -347,27 +345,18 @@ func startBackend(t *testing.T, env *Env, sc *Scenario) string {
 	case Plain, AOF:
 		env.Redis = redistest.Start(t, redistest.Options{AOF: sc.Backend == AOF, Args: sc.RedisArgs})
 		env.Addrs = []string{env.Redis.Addr()}
-		initNamespace(t, testutil.ClientOption(env.Redis.Addr()), ns, sc.Shards)
+		testutil.InitShards(t, env.Redis.Addr(), ns, sc.Shards)
 	case Sentineled:
 		env.Sentinel = StartSentinel(t)
 		env.Addrs = env.Sentinel.Addrs()
-		initNamespace(t, testutil.ClientOption(env.Sentinel.MasterAddr()), ns, sc.Shards)
+		testutil.InitShards(t, env.Sentinel.MasterAddr(), ns, sc.Shards)
 	case External:
 		sc.Setup(env)
-		initNamespace(t, testutil.ClientOption(env.Addrs[0]), ns, sc.Shards)
+		testutil.InitShards(t, env.Addrs[0], ns, sc.Shards)
 	case Clustered:
 		ns = startClustered(t, env)
 	}
 	return ns
-}
-
-// initNamespace marks namespace ns intact on the Redis opt reaches, a
-// Redis Cluster too: its epoch marker, or with shards > 1 every shard's and
-// the guard (leaseholdtest.MarkIntactShards). Without the guard, the first
-// session would take a shard's "0" for a survivor of a data loss and wait
-// out a restart grace (see scripts.GuardShards).
-func initNamespace(t *testing.T, opt rueidis.ClientOption, ns string, shards int) {
-	testutil.InitShardsOn(t, opt, ns, shards)
 }
 
 // startProcs starts the scenario's holder processes into env.Procs, their

@@ -69,6 +69,12 @@ func (w *batchWorld) calls(cmd string) int64 {
 	return mustInt(w.t, n)
 }
 
+// acquire is one attempt of hid with the resource's own script, as a hold
+// id's later attempts are sent (queue "1" when wait).
+func (e Env) acquire(ctx context.Context, r Resource, hid string, wait bool) (Grant, error) {
+	return e.acquireCall(ctx, kindCall{r: r, hid: hid, wait: wait})
+}
+
 // grant makes hid the holder of mutex name with the single script.
 func (w *batchWorld) grant(name, hid string) {
 	w.t.Helper()

@@ -266,14 +266,10 @@ func (e Env) AcquireUntil(ctx context.Context, dl time.Time, r Resource, hid str
 	return e.acquireCall(ctx, a)
 }
 
-// acquire is Acquire with the resource's own script.
-func (e Env) acquire(ctx context.Context, r Resource, hid string, wait bool) (Grant, error) {
-	return e.acquireCall(ctx, kindCall{r: r, hid: hid, wait: wait})
-}
-
-// acquireCall is acquire of attempt a. A reply R_EPOCH_MISSING, which
-// retryEpoch answers by sending a again, comes before the script writes
-// anything: a first attempt is still one the second time.
+// acquireCall is attempt a with the resource's own script. A reply
+// R_EPOCH_MISSING, which retryEpoch answers by sending a again, comes
+// before the script writes anything: a first attempt is still one the
+// second time.
 func (e Env) acquireCall(ctx context.Context, a kindCall) (Grant, error) {
 	r, hid := a.r, a.hid
 	k, ok := r.Kind.spec()

@@ -153,7 +153,11 @@ func InitShards(t testing.TB, addr, ns string, n int) {
 	InitShardsOn(t, ClientOption(addr), ns, n)
 }
 
-// InitShardsOn is InitShards on the Redis of opt, a Redis Cluster too.
+// InitShardsOn is InitShards on the Redis of opt, a Redis Cluster too. A
+// namespace of one shard gets its epoch marker, one of n > 1 every shard's
+// and the guard (leaseholdtest.MarkIntactShards): without the guard, the
+// first session would take a shard's "0" for a survivor of a data loss and
+// wait out a restart grace (see scripts.GuardShards).
 func InitShardsOn(t testing.TB, opt rueidis.ClientOption, ns string, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
