@@ -17,7 +17,7 @@ if redis.call('HGET', k, 'hid') == hid then
   return REL_FREED
 end
 redis.call('HDEL', c, hid)
-if redis.call('LREM', q, 0, hid) > 0 then
+if redis.call('LREM', q, '0', hid) > 0 then
   single_idle(k, q)
   return REL_DEQUEUED
 end

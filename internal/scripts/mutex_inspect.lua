@@ -24,7 +24,7 @@ else
   cur = ''
 end
 local waiters = 0
-for _, h in ipairs(redis.call('LRANGE', q, 0, -1)) do
+for _, h in ipairs(redis.call('LRANGE', q, '0', '-1')) do
   if alive(p, h) then
     waiters = waiters + 1
   end

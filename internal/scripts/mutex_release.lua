@@ -35,14 +35,14 @@ if st.hid == hid then
     -- after its retry queued hid may have queued it a second time: the
     -- client withdraws every hold whose acquire had an unknown outcome,
     -- so that entry goes here, before the hand-off could find it.
-    redis.call('LREM', q, 0, hid)
+    redis.call('LREM', q, '0', hid)
   end
   st.hid = false
   m_handoff(p, st, q, sharded, name)
   m_save(m, q, st)
   return REL_FREED
 end
-if redis.call('LREM', q, 0, hid) > 0 then
+if redis.call('LREM', q, '0', hid) > 0 then
   if st.exists then
     m_save(m, q, st) -- the waiter mark, and maybe the idle expiry
   end

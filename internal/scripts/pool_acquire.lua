@@ -1,7 +1,9 @@
 -- pool_acquire.lua: claim a free member (any, or the one named) if nobody
 -- queued before the caller wants it, else queue the caller FIFO (when asked to wait).
--- KEYS[1] queue {ns}:q:pool:<name>   KEYS[2] free   KEYS[3] held   KEYS[4] tok   KEYS[5] sess
--- (KEYS[2..5] are listed for cluster routing; the script builds them from ARGV[6].)
+-- KEYS[1] queue {ns}:q:pool:<name>: the one key named (for cluster
+-- routing); the script builds the pool's others from ARGV[6] (see
+-- pool_lib.lua), in the same slot. Each key or argument passed costs Redis
+-- a Lua string per call (docs/performance.md).
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] pool name   ARGV[6] base "{ns}:pool:<name>:"
 -- ARGV[7] member wanted, "" for any
@@ -36,7 +38,7 @@ if k then
 end
 if want ~= '' and not pool_is_member(b, want) then
   -- A waiter whose member was removed leaves the queue as it fails.
-  redis.call('LREM', q, 0, hid .. '@' .. want)
+  redis.call('LREM', q, '0', hid .. '@' .. want)
   return {R_NOT_MEMBER}
 end
 -- Serving the queue may grant the caller (a re-check of a queued entry).

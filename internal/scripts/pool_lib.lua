@@ -101,7 +101,7 @@ local function pool_wait(p, b)
       wait = t
     end
   end
-  local first = redis.call('ZRANGE', b .. 'd', 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', b .. 'd', '0', '0', 'WITHSCORES')
   if first[2] then
     local t = tonumber(first[2]) - now_ms()
     if t > 0 and (wait < 0 or t < wait) then
@@ -143,10 +143,10 @@ local function pool_serve(p, b, q, sharded, name)
     return 0 -- no grants during a restart grace: waiters re-check after it
   end
   local reaped, granted = false, 0
-  local entries = redis.call('LRANGE', q, 0, -1)
+  local entries = redis.call('LRANGE', q, '0', '-1')
   for _, e in ipairs(entries) do
     if not alive(p, e) then
-      redis.call('LREM', q, 1, e)
+      redis.call('LREM', q, '1', e)
     else
       local hid, key = pool_entry_parts(e)
       if key then
@@ -157,7 +157,7 @@ local function pool_serve(p, b, q, sharded, name)
         if not pool_is_free(b, key) then
           if not pool_is_member(b, key) then
             -- No longer a member: tell the waiter to re-check (it then fails).
-            redis.call('LREM', q, 1, e)
+            redis.call('LREM', q, '1', e)
             notify(p, sharded, hid, 'x')
           end
           key = nil
@@ -171,7 +171,7 @@ local function pool_serve(p, b, q, sharded, name)
         end
       end
       if key then
-        redis.call('LREM', q, 1, e)
+        redis.call('LREM', q, '1', e)
         local tok = pool_grant(p, b, key, hid)
         notify(p, sharded, hid, 'g', tok, key)
         granted = granted + 1

@@ -48,7 +48,7 @@ if op == 'replace' then
   for i = 6, #ARGV do
     keep[ARGV[i]] = true
   end
-  local cur = redis.call('ZRANGE', b .. 'f', 0, -1)
+  local cur = redis.call('ZRANGE', b .. 'f', '0', '-1')
   for _, k in ipairs(redis.call('HKEYS', b .. 'h')) do
     cur[#cur + 1] = k
   end
@@ -61,7 +61,7 @@ if op == 'replace' then
 end
 for i = 6, #ARGV do
   if not pool_is_member(b, ARGV[i]) then
-    redis.call('ZADD', b .. 'f', 0, ARGV[i])
+    redis.call('ZADD', b .. 'f', '0', ARGV[i])
     added = added + 1
   end
 end

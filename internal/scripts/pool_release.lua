@@ -33,7 +33,7 @@ local entry = hid
 if ARGV[7] ~= '' then
   entry = hid .. '@' .. ARGV[7]
 end
-if redis.call('LREM', q, 0, entry) > 0 then
+if redis.call('LREM', q, '0', entry) > 0 then
   return REL_DEQUEUED
 end
 return REL_NOT_FOUND

@@ -11,7 +11,7 @@
 --@include pool_lib.lua
 local p, q, b = ARGV[1], KEYS[1], ARGV[2]
 local out = {0}
-for _, e in ipairs(redis.call('LRANGE', q, 0, -1)) do
+for _, e in ipairs(redis.call('LRANGE', q, '0', '-1')) do
   if alive(p, e) then
     out[1] = out[1] + 1
   end
@@ -37,7 +37,7 @@ for i = 1, #all, 2 do
     out[#out + 1] = all[i]
   end
 end
-for _, k in ipairs(redis.call('ZRANGE', b .. 'f', 0, -1)) do
+for _, k in ipairs(redis.call('ZRANGE', b .. 'f', '0', '-1')) do
   out[#out + 1] = k
 end
 out[#out + 1] = ''

@@ -131,7 +131,7 @@ for i = 6, #ARGV, 6 do
       local sid = sid_of(hid)
       redis.call('ZREM', b .. 'f', extra)
       redis.call('HSET', b .. 'h', extra, hid)
-      redis.call('HINCRBY', b .. 's', sid, 1)
+      redis.call('HINCRBY', b .. 's', sid, '1')
       if ARGV[4] ~= '0' then -- the lock delay, as pool_grant records it
         redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, extra, '~ld', ARGV[4])
       else

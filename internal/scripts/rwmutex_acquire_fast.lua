@@ -26,8 +26,14 @@ if not writer and st[2] and not st[3] and not st[4] then
   end
   if shared or ok then
     local tok, n = new_token(st[2])
+    -- Numbers formatted once (see semaphore_fast.lua): idle is idle_ms,
+    -- held held_ms.
     local ld0 = ld or '0'
-    local held = 2 * ttl + ld0
+    local idle = tostring(2 * ttl)
+    local held = idle
+    if ld0 ~= '0' then
+      held = tostring(2 * ttl + ld0)
+    end
     if shared then
       -- HSETNX: a retry (hid already there) takes the full path, which
       -- returns its token.
@@ -39,13 +45,13 @@ if not writer and st[2] and not st[3] and not st[4] then
       -- (a new readers hash has none: NX). A writer holds k alone: k
       -- has existed since a grant or an idle release gave it an expiry.
       if shared then
-        redis.call('HSET', k, 'tok', tok, 'i', 2 * ttl)
+        redis.call('HSET', k, 'tok', tok, 'i', idle)
         if redis.call('PEXPIRE', rd, held, 'NX') == 0 then
           redis.call('PEXPIRE', rd, held, 'GT')
         end
         redis.call('PEXPIRE', k, held, 'GT')
       else
-        redis.call('HSET', k, 'w', hid, 'wld', ld0, 'tok', tok, 'i', 2 * ttl)
+        redis.call('HSET', k, 'w', hid, 'wld', ld0, 'tok', tok, 'i', idle)
         redis.call('PEXPIRE', k, held)
       end
       return {R_GRANTED, n}

@@ -27,7 +27,7 @@ for i = 1, #all, 2 do
     end
   end
 end
-for _, e in ipairs(redis.call('LRANGE', q, 0, -1)) do
+for _, e in ipairs(redis.call('LRANGE', q, '0', '-1')) do
   local hid, mode = string.match(e, '^(.+)|([rw])$')
   if alive(p, hid) then
     for _, x in ipairs({hid, mode, owner(hid)}) do

@@ -47,7 +47,7 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
         if not waiting then
           return REL_FREED
         end
-        local e = redis.call('LINDEX', q, 0)
+        local e = redis.call('LINDEX', q, '0')
         local w = string.match(e, '^([^.]+)%..*|w$')
         if w and redis.call('EXISTS', p .. K_LEASE .. w) == 1 then
           return REL_FREED
@@ -102,7 +102,7 @@ elseif redis.call('HGET', k, 'w') == hid then
   redis.call('HDEL', k, 'w', 'wld')
   out = REL_FREED
 end
-if out == REL_NOT_FOUND and redis.call('LREM', q, 0, rw_entry(hid, shared)) > 0 then
+if out == REL_NOT_FOUND and redis.call('LREM', q, '0', rw_entry(hid, shared)) > 0 then
   out = REL_DEQUEUED
 end
 if out ~= REL_NOT_FOUND then

@@ -20,7 +20,7 @@
 -- found the queue empty).
 local tok, n
 while true do
-  local e = redis.call('LINDEX', q, 0)
+  local e = redis.call('LINDEX', q, '0')
   if not e then
     emptied = true
     break

@@ -57,7 +57,7 @@ elseif stored ~= ARGV[7] and (not redis.call('HGET', meta, 'set') or n > tonumbe
     return {R_LIMIT_MISMATCH, tonumber(stored)}
   end
   if n > tonumber(stored) then
-    redis.call('LREM', q, 0, entry)
+    redis.call('LREM', q, '0', entry)
     sem_serve(p, meta, holders, q, ARGV[4], ARGV[5])
     return {R_LIMIT_MISMATCH, tonumber(stored)}
   end

@@ -31,7 +31,7 @@ if v then
   sem_idle(meta, holders, q)
   return REL_FREED
 end
-if redis.call('LREM', q, 0, hid .. '#' .. ARGV[5]) > 0 then
+if redis.call('LREM', q, '0', hid .. '#' .. ARGV[5]) > 0 then
   sem_serve(p, meta, holders, q, ARGV[3], ARGV[4])
   sem_idle(meta, holders, q)
   return REL_DEQUEUED

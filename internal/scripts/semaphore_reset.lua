@@ -21,7 +21,7 @@ for _, hid in ipairs(hids) do
 end
 redis.call('DEL', holders)
 if redis.call('EXISTS', meta) == 1 then
-  redis.call('HSET', meta, 'used', 0)
+  redis.call('HSET', meta, 'used', '0')
   redis.call('HDEL', meta, 'delay')
 end
 sem_serve(p, meta, holders, q, ARGV[2], ARGV[3])

@@ -21,7 +21,7 @@ for i = 1, #all, 2 do
     out[#out + 1] = lease_pttl(p, hid)
   end
 end
-for _, e in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+for _, e in ipairs(redis.call('LRANGE', KEYS[3], '0', '-1')) do
   if alive(p, e) then
     out[2] = out[2] + 1
   end

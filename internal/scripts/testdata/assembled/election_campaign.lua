@@ -227,7 +227,7 @@ end
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h then
       return nil
     end
@@ -376,7 +376,7 @@ end
 -- values (in c) of the dead candidates it drops, which nothing else would.
 local function el_first_live(p, q, c)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h or alive(p, h) then
       return h or nil
     end

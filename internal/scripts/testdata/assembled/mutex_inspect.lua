@@ -227,7 +227,7 @@ end
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h then
       return nil
     end
@@ -343,7 +343,7 @@ else
   cur = ''
 end
 local waiters = 0
-for _, h in ipairs(redis.call('LRANGE', q, 0, -1)) do
+for _, h in ipairs(redis.call('LRANGE', q, '0', '-1')) do
   if alive(p, h) then
     waiters = waiters + 1
   end

@@ -80,14 +80,21 @@ if string.sub(sh, 2, 2) ~= '1' then
       p = p or string.match(m, '^{[^}]*}:')
       local res = string.sub(m, #p + 3)
       local q = p .. K_QUEUE .. 'm:' .. res
-      local to = redis.call('LINDEX', q, 0)
+      local to = redis.call('LINDEX', q, '0')
       if to then
         local sid = string.match(to, P_HOLD_SID)
         local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl', 'g')
         if l[1] and l[3] == '0' then
           redis.call('LPOP', q)
           local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
-          redis.call('SET', m, to .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
+          -- The new holder's idle_ms and held_ms (see common.lua), each
+          -- number formatted once (see semaphore_fast.lua).
+          local idle = tostring(2 * l[2])
+          local px = idle
+          if l[1] ~= '0' then
+            px = tostring(2 * l[2] + l[1])
+          end
+          redis.call('SET', m, to .. '|' .. tok .. '|' .. l[1] .. '|' .. idle .. '||1', 'PX', px)
           -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
           -- one encoder of it (internal/lease decodes it): statement text inlined
           -- where a grant is published, by notify (common.lua) and by the
@@ -332,7 +339,7 @@ end
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h then
       return nil
     end
@@ -540,14 +547,14 @@ if st.hid == hid then
     -- after its retry queued hid may have queued it a second time: the
     -- client withdraws every hold whose acquire had an unknown outcome,
     -- so that entry goes here, before the hand-off could find it.
-    redis.call('LREM', q, 0, hid)
+    redis.call('LREM', q, '0', hid)
   end
   st.hid = false
   m_handoff(p, st, q, sharded, name)
   m_save(m, q, st)
   return REL_FREED
 end
-if redis.call('LREM', q, 0, hid) > 0 then
+if redis.call('LREM', q, '0', hid) > 0 then
   if st.exists then
     m_save(m, q, st) -- the waiter mark, and maybe the idle expiry
   end

@@ -80,14 +80,21 @@ for i = 1, n do
       p = p or string.match(m, '^{[^}]*}:')
       local res = string.sub(m, #p + 3)
       local q = p .. K_QUEUE .. 'm:' .. res
-      local to = redis.call('LINDEX', q, 0)
+      local to = redis.call('LINDEX', q, '0')
       if to then
         local sid = string.match(to, P_HOLD_SID)
         local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl', 'g')
         if l[1] and l[3] == '0' then
           redis.call('LPOP', q)
           local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
-          redis.call('SET', m, to .. '|' .. tok .. '|' .. l[1] .. '|' .. 2 * l[2] .. '||1', 'PX', 2 * l[2] + l[1])
+          -- The new holder's idle_ms and held_ms (see common.lua), each
+          -- number formatted once (see semaphore_fast.lua).
+          local idle = tostring(2 * l[2])
+          local px = idle
+          if l[1] ~= '0' then
+            px = tostring(2 * l[2] + l[1])
+          end
+          redis.call('SET', m, to .. '|' .. tok .. '|' .. l[1] .. '|' .. idle .. '||1', 'PX', px)
           -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
           -- one encoder of it (internal/lease decodes it): statement text inlined
           -- where a grant is published, by notify (common.lua) and by the

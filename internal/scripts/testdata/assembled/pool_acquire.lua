@@ -28,8 +28,10 @@ local function new_token(last)
 end
 -- pool_acquire.lua: claim a free member (any, or the one named) if nobody
 -- queued before the caller wants it, else queue the caller FIFO (when asked to wait).
--- KEYS[1] queue {ns}:q:pool:<name>   KEYS[2] free   KEYS[3] held   KEYS[4] tok   KEYS[5] sess
--- (KEYS[2..5] are listed for cluster routing; the script builds them from ARGV[6].)
+-- KEYS[1] queue {ns}:q:pool:<name>: the one key named (for cluster
+-- routing); the script builds the pool's others from ARGV[6] (see
+-- pool_lib.lua), in the same slot. Each key or argument passed costs Redis
+-- a Lua string per call (docs/performance.md).
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] pool name   ARGV[6] base "{ns}:pool:<name>:"
 -- ARGV[7] member wanted, "" for any
@@ -48,14 +50,14 @@ end
 
 -- pool_free_one returns the least recently released free member, or nil.
 local function pool_free_one(b)
-  local k = redis.call('ZRANGE', b .. 'f', 0, 0)
+  local k = redis.call('ZRANGE', b .. 'f', '0', '0')
   return k[1]
 end
 
 -- pool_mark_free makes key free as the most recently released member: its
 -- score is max(server time in µs, highest score + 1), new_token's rule.
 local function pool_mark_free(b, key)
-  local top = redis.call('ZRANGE', b .. 'f', -1, -1, 'WITHSCORES')
+  local top = redis.call('ZRANGE', b .. 'f', '-1', '-1', 'WITHSCORES')
   redis.call('ZADD', b .. 'f', (new_token(top[2])), key)
 end
 
@@ -68,7 +70,7 @@ end
 -- returns its token, max(last + 1, server time in µs) (new_token).
 local function pool_take(b, key, hid, sid)
   redis.call('HSET', b .. 'h', key, hid)
-  redis.call('HINCRBY', b .. 's', sid, 1)
+  redis.call('HINCRBY', b .. 's', sid, '1')
   local tok, n = new_token(redis.call('HGET', b .. 't', key))
   redis.call('HSET', b .. 't', key, tok)
   return n
@@ -97,7 +99,7 @@ end
 local function pool_unhold(b, key, hid)
   local sid = string.match(hid, P_HOLD_SID)
   redis.call('HDEL', b .. 'h', key)
-  if redis.call('HINCRBY', b .. 's', sid, -1) <= 0 then
+  if redis.call('HINCRBY', b .. 's', sid, '-1') <= 0 then
     redis.call('HDEL', b .. 's', sid)
     redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid, '~ld')
   else
@@ -406,7 +408,7 @@ end
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h then
       return nil
     end
@@ -556,7 +558,7 @@ local function pool_wait(p, b)
       wait = t
     end
   end
-  local first = redis.call('ZRANGE', b .. 'd', 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', b .. 'd', '0', '0', 'WITHSCORES')
   if first[2] then
     local t = tonumber(first[2]) - now_ms()
     if t > 0 and (wait < 0 or t < wait) then
@@ -598,10 +600,10 @@ local function pool_serve(p, b, q, sharded, name)
     return 0 -- no grants during a restart grace: waiters re-check after it
   end
   local reaped, granted = false, 0
-  local entries = redis.call('LRANGE', q, 0, -1)
+  local entries = redis.call('LRANGE', q, '0', '-1')
   for _, e in ipairs(entries) do
     if not alive(p, e) then
-      redis.call('LREM', q, 1, e)
+      redis.call('LREM', q, '1', e)
     else
       local hid, key = pool_entry_parts(e)
       if key then
@@ -612,7 +614,7 @@ local function pool_serve(p, b, q, sharded, name)
         if not pool_is_free(b, key) then
           if not pool_is_member(b, key) then
             -- No longer a member: tell the waiter to re-check (it then fails).
-            redis.call('LREM', q, 1, e)
+            redis.call('LREM', q, '1', e)
             notify(p, sharded, hid, 'x')
           end
           key = nil
@@ -626,7 +628,7 @@ local function pool_serve(p, b, q, sharded, name)
         end
       end
       if key then
-        redis.call('LREM', q, 1, e)
+        redis.call('LREM', q, '1', e)
         local tok = pool_grant(p, b, key, hid)
         notify(p, sharded, hid, 'g', tok, key)
         granted = granted + 1
@@ -645,7 +647,7 @@ if k then
 end
 if want ~= '' and not pool_is_member(b, want) then
   -- A waiter whose member was removed leaves the queue as it fails.
-  redis.call('LREM', q, 0, hid .. '@' .. want)
+  redis.call('LREM', q, '0', hid .. '@' .. want)
   return {R_NOT_MEMBER}
 end
 -- Serving the queue may grant the caller (a re-check of a queued entry).

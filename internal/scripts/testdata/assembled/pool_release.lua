@@ -42,14 +42,14 @@ end
 
 -- pool_free_one returns the least recently released free member, or nil.
 local function pool_free_one(b)
-  local k = redis.call('ZRANGE', b .. 'f', 0, 0)
+  local k = redis.call('ZRANGE', b .. 'f', '0', '0')
   return k[1]
 end
 
 -- pool_mark_free makes key free as the most recently released member: its
 -- score is max(server time in µs, highest score + 1), new_token's rule.
 local function pool_mark_free(b, key)
-  local top = redis.call('ZRANGE', b .. 'f', -1, -1, 'WITHSCORES')
+  local top = redis.call('ZRANGE', b .. 'f', '-1', '-1', 'WITHSCORES')
   redis.call('ZADD', b .. 'f', (new_token(top[2])), key)
 end
 
@@ -62,7 +62,7 @@ end
 -- returns its token, max(last + 1, server time in µs) (new_token).
 local function pool_take(b, key, hid, sid)
   redis.call('HSET', b .. 'h', key, hid)
-  redis.call('HINCRBY', b .. 's', sid, 1)
+  redis.call('HINCRBY', b .. 's', sid, '1')
   local tok, n = new_token(redis.call('HGET', b .. 't', key))
   redis.call('HSET', b .. 't', key, tok)
   return n
@@ -91,7 +91,7 @@ end
 local function pool_unhold(b, key, hid)
   local sid = string.match(hid, P_HOLD_SID)
   redis.call('HDEL', b .. 'h', key)
-  if redis.call('HINCRBY', b .. 's', sid, -1) <= 0 then
+  if redis.call('HINCRBY', b .. 's', sid, '-1') <= 0 then
     redis.call('HDEL', b .. 's', sid)
     redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid, '~ld')
   else
@@ -399,7 +399,7 @@ end
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h then
       return nil
     end
@@ -549,7 +549,7 @@ local function pool_wait(p, b)
       wait = t
     end
   end
-  local first = redis.call('ZRANGE', b .. 'd', 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', b .. 'd', '0', '0', 'WITHSCORES')
   if first[2] then
     local t = tonumber(first[2]) - now_ms()
     if t > 0 and (wait < 0 or t < wait) then
@@ -591,10 +591,10 @@ local function pool_serve(p, b, q, sharded, name)
     return 0 -- no grants during a restart grace: waiters re-check after it
   end
   local reaped, granted = false, 0
-  local entries = redis.call('LRANGE', q, 0, -1)
+  local entries = redis.call('LRANGE', q, '0', '-1')
   for _, e in ipairs(entries) do
     if not alive(p, e) then
-      redis.call('LREM', q, 1, e)
+      redis.call('LREM', q, '1', e)
     else
       local hid, key = pool_entry_parts(e)
       if key then
@@ -605,7 +605,7 @@ local function pool_serve(p, b, q, sharded, name)
         if not pool_is_free(b, key) then
           if not pool_is_member(b, key) then
             -- No longer a member: tell the waiter to re-check (it then fails).
-            redis.call('LREM', q, 1, e)
+            redis.call('LREM', q, '1', e)
             notify(p, sharded, hid, 'x')
           end
           key = nil
@@ -619,7 +619,7 @@ local function pool_serve(p, b, q, sharded, name)
         end
       end
       if key then
-        redis.call('LREM', q, 1, e)
+        redis.call('LREM', q, '1', e)
         local tok = pool_grant(p, b, key, hid)
         notify(p, sharded, hid, 'g', tok, key)
         granted = granted + 1
@@ -642,7 +642,7 @@ local entry = hid
 if ARGV[7] ~= '' then
   entry = hid .. '@' .. ARGV[7]
 end
-if redis.call('LREM', q, 0, entry) > 0 then
+if redis.call('LREM', q, '0', entry) > 0 then
   return REL_DEQUEUED
 end
 return REL_NOT_FOUND

@@ -44,14 +44,14 @@ end
 
 -- pool_free_one returns the least recently released free member, or nil.
 local function pool_free_one(b)
-  local k = redis.call('ZRANGE', b .. 'f', 0, 0)
+  local k = redis.call('ZRANGE', b .. 'f', '0', '0')
   return k[1]
 end
 
 -- pool_mark_free makes key free as the most recently released member: its
 -- score is max(server time in µs, highest score + 1), new_token's rule.
 local function pool_mark_free(b, key)
-  local top = redis.call('ZRANGE', b .. 'f', -1, -1, 'WITHSCORES')
+  local top = redis.call('ZRANGE', b .. 'f', '-1', '-1', 'WITHSCORES')
   redis.call('ZADD', b .. 'f', (new_token(top[2])), key)
 end
 
@@ -64,7 +64,7 @@ end
 -- returns its token, max(last + 1, server time in µs) (new_token).
 local function pool_take(b, key, hid, sid)
   redis.call('HSET', b .. 'h', key, hid)
-  redis.call('HINCRBY', b .. 's', sid, 1)
+  redis.call('HINCRBY', b .. 's', sid, '1')
   local tok, n = new_token(redis.call('HGET', b .. 't', key))
   redis.call('HSET', b .. 't', key, tok)
   return n
@@ -93,7 +93,7 @@ end
 local function pool_unhold(b, key, hid)
   local sid = string.match(hid, P_HOLD_SID)
   redis.call('HDEL', b .. 'h', key)
-  if redis.call('HINCRBY', b .. 's', sid, -1) <= 0 then
+  if redis.call('HINCRBY', b .. 's', sid, '-1') <= 0 then
     redis.call('HDEL', b .. 's', sid)
     redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid, '~ld')
   else

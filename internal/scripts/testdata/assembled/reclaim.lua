@@ -227,7 +227,7 @@ end
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h then
       return nil
     end
@@ -846,7 +846,7 @@ local function rw_serve(p, k, r, q, sharded, name, self)
   -- found the queue empty).
   local tok, n
   while true do
-    local e = redis.call('LINDEX', q, 0)
+    local e = redis.call('LINDEX', q, '0')
     if not e then
       emptied = true
       break
@@ -1136,7 +1136,7 @@ for i = 6, #ARGV, 6 do
       local sid = sid_of(hid)
       redis.call('ZREM', b .. 'f', extra)
       redis.call('HSET', b .. 'h', extra, hid)
-      redis.call('HINCRBY', b .. 's', sid, 1)
+      redis.call('HINCRBY', b .. 's', sid, '1')
       if ARGV[4] ~= '0' then -- the lock delay, as pool_grant records it
         redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, extra, '~ld', ARGV[4])
       else

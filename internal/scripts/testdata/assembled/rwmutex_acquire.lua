@@ -80,8 +80,14 @@ if lease[1] == '0' and not lease[2] then
     end
     if shared or ok then
       local tok, n = new_token(st[2])
+      -- Numbers formatted once (see semaphore_fast.lua): idle is idle_ms,
+      -- held held_ms.
       local ld0 = ld or '0'
-      local held = 2 * ttl + ld0
+      local idle = tostring(2 * ttl)
+      local held = idle
+      if ld0 ~= '0' then
+        held = tostring(2 * ttl + ld0)
+      end
       if shared then
         -- HSETNX: a retry (hid already there) takes the full path, which
         -- returns its token.
@@ -93,13 +99,13 @@ if lease[1] == '0' and not lease[2] then
         -- (a new readers hash has none: NX). A writer holds k alone: k
         -- has existed since a grant or an idle release gave it an expiry.
         if shared then
-          redis.call('HSET', k, 'tok', tok, 'i', 2 * ttl)
+          redis.call('HSET', k, 'tok', tok, 'i', idle)
           if redis.call('PEXPIRE', rd, held, 'NX') == 0 then
             redis.call('PEXPIRE', rd, held, 'GT')
           end
           redis.call('PEXPIRE', k, held, 'GT')
         else
-          redis.call('HSET', k, 'w', hid, 'wld', ld0, 'tok', tok, 'i', 2 * ttl)
+          redis.call('HSET', k, 'w', hid, 'wld', ld0, 'tok', tok, 'i', idle)
           redis.call('PEXPIRE', k, held)
         end
         return {R_GRANTED, n}
@@ -362,7 +368,7 @@ end
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h then
       return nil
     end
@@ -564,7 +570,7 @@ local function rw_serve(p, k, r, q, sharded, name, self)
   -- found the queue empty).
   local tok, n
   while true do
-    local e = redis.call('LINDEX', q, 0)
+    local e = redis.call('LINDEX', q, '0')
     if not e then
       emptied = true
       break

@@ -227,7 +227,7 @@ end
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h then
       return nil
     end
@@ -303,7 +303,7 @@ for i = 1, #all, 2 do
     end
   end
 end
-for _, e in ipairs(redis.call('LRANGE', q, 0, -1)) do
+for _, e in ipairs(redis.call('LRANGE', q, '0', '-1')) do
   local hid, mode = string.match(e, '^(.+)|([rw])$')
   if alive(p, hid) then
     for _, x in ipairs({hid, mode, owner(hid)}) do

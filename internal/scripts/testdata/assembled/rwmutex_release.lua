@@ -91,7 +91,7 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
         if not waiting then
           return REL_FREED
         end
-        local e = redis.call('LINDEX', q, 0)
+        local e = redis.call('LINDEX', q, '0')
         local w = string.match(e, '^([^.]+)%..*|w$')
         if w and redis.call('EXISTS', p .. K_LEASE .. w) == 1 then
           return REL_FREED
@@ -133,7 +133,7 @@ if string.sub(ARGV[2], 2, 2) ~= '1' then
       -- found the queue empty).
       local tok, n
       while true do
-        local e = redis.call('LINDEX', q, 0)
+        local e = redis.call('LINDEX', q, '0')
         if not e then
           emptied = true
           break
@@ -426,7 +426,7 @@ end
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h then
       return nil
     end
@@ -628,7 +628,7 @@ local function rw_serve(p, k, r, q, sharded, name, self)
   -- found the queue empty).
   local tok, n
   while true do
-    local e = redis.call('LINDEX', q, 0)
+    local e = redis.call('LINDEX', q, '0')
     if not e then
       emptied = true
       break
@@ -800,7 +800,7 @@ elseif redis.call('HGET', k, 'w') == hid then
   redis.call('HDEL', k, 'w', 'wld')
   out = REL_FREED
 end
-if out == REL_NOT_FOUND and redis.call('LREM', q, 0, rw_entry(hid, shared)) > 0 then
+if out == REL_NOT_FOUND and redis.call('LREM', q, '0', rw_entry(hid, shared)) > 0 then
   out = REL_DEQUEUED
 end
 if out ~= REL_NOT_FOUND then

@@ -66,12 +66,19 @@ local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   if redis.call('HSETNX', holders, hid, v) == 0 then
     return nil
   end
-  redis.call('HSET', meta, 'tok', tok, 'i', 2 * ttl, 'used', used + n)
+  -- Numbers are formatted once, here: redis.call formats each number
+  -- argument anew (docs/performance.md), and without a lock delay held_ms
+  -- is idle_ms.
+  local idle = tostring(2 * ttl)
+  redis.call('HSET', meta, 'tok', tok, 'i', idle, 'used', used + n)
   -- Keep both keys at least held_ms, never less (sem_keep in
   -- semaphore_lib.lua, spelled out: the helpers do not exist yet). meta
   -- has an expiry here (it had a token, so a grant or a release gave it
   -- one), unless an operator set the limit: it keeps none then.
-  local held = 2 * ttl + ld
+  local held = idle
+  if ld ~= '0' then
+    held = tostring(2 * ttl + ld)
+  end
   if redis.call('PEXPIRE', holders, held, 'NX') == 0 then
     redis.call('PEXPIRE', holders, held, 'GT')
   end

@@ -227,7 +227,7 @@ end
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h then
       return nil
     end
@@ -518,7 +518,7 @@ for _, hid in ipairs(hids) do
 end
 redis.call('DEL', holders)
 if redis.call('EXISTS', meta) == 1 then
-  redis.call('HSET', meta, 'used', 0)
+  redis.call('HSET', meta, 'used', '0')
   redis.call('HDEL', meta, 'delay')
 end
 sem_serve(p, meta, holders, q, ARGV[2], ARGV[3])

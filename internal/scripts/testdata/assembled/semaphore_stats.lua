@@ -227,7 +227,7 @@ end
 -- returns the first live hold id (left in the queue), or nil.
 local function first_live(p, q)
   while true do
-    local h = redis.call('LINDEX', q, 0)
+    local h = redis.call('LINDEX', q, '0')
     if not h then
       return nil
     end
@@ -518,7 +518,7 @@ for i = 1, #all, 2 do
     out[#out + 1] = lease_pttl(p, hid)
   end
 end
-for _, e in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+for _, e in ipairs(redis.call('LRANGE', KEYS[3], '0', '-1')) do
   if alive(p, e) then
     out[2] = out[2] + 1
   end
