@@ -356,7 +356,8 @@ func (e Env) InitEpoch(ctx context.Context) error {
 	return err
 }
 
-// parseGrant reads the reply shared by every acquire script: integers,
+// parseGrant reads the reply shared by every acquire script: integers (a
+// token may come as its decimal string, see new_token in fastpath.lua),
 // but for a grant's resource (a pool member), a string third.
 func parseGrant(v []rueidis.RedisMessage, name string) (Grant, error) {
 	ints := make([]int64, 0, 3)
