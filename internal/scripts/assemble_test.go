@@ -105,7 +105,7 @@ func TestInclude(t *testing.T) {
 	}
 	// return=r turns the inlined text's returns into assignments to r.
 	got = expand("--@inline mutex_release_fast.lua return=r\n", seen)
-	if !strings.Contains(got, "\n      r = REL_FREED\n") || returnLine.MatchString(got) {
+	if !strings.Contains(got, "\n    r = REL_FREED\n") || returnLine.MatchString(got) {
 		t.Errorf("expand with return=r left a return or made no assignment:\n%s", got)
 	}
 	for _, text := range []string{"--@include nope.lua\n", "x\n  --@include nope.lua\n", "--@inline nope.lua\n",

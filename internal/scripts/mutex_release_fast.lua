@@ -13,18 +13,21 @@
 -- restart grace (or a first waiter whose lease does not say yet that it is
 -- over), a hash of an older layout.
 local v = redis.pcall('GET', m) -- an error (an older layout's hash) takes the full path
-if type(v) == 'string' and string.sub(v, 1, #hid + 1) == hid .. '|' then
-  -- Held by hid. rest is "|<tok>|<ld>|<i>|<free>|<w>".
-  local rest = string.sub(v, #hid + 1)
-  local last2 = string.sub(rest, -2)
-  if last2 == '||' then
+local holder, rest
+if type(v) == 'string' then
+  -- One match for the holder and the rest, "|<tok>|<ld>|<i>|<free>|<w>"
+  -- (each string function called costs Redis about 1k instructions; hold
+  -- ids have no "|").
+  holder, rest = string.match(v, '^([^|]*)(|.*)$')
+end
+if holder == hid then
+  -- Held by hid.
+  local i = string.match(rest, '^|%d+|%d*|(%d+)||$')
+  if i then
     -- No lock delay, nobody waits: idle now, kept 'i' ms (see common.lua).
-    local i = string.match(rest, '^|%d+|%d*|(%d+)||$')
-    if i then
-      redis.call('SET', m, rest, 'PX', i)
-      return REL_FREED
-    end
-  elseif last2 == '|1' then
+    redis.call('SET', m, rest, 'PX', i)
+    return REL_FREED
+  elseif string.sub(rest, -2) == '|1' then
     -- Waiters, no lock delay: hand over to the first waiter as m_handoff
     -- would, when its lease exists (it always has 'ld') and says that no
     -- restart grace is pending. That is what g = "0" in any lease of the

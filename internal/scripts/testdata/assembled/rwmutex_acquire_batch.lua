@@ -22,7 +22,11 @@ local now_s
 local function new_token(last)
   if not now_s then
     local t = redis.call('TIME')
-    now_s = t[1] .. string.sub('00000' .. t[2], -6)
+    local us = t[2]
+    if #us < 6 then
+      us = string.sub('00000' .. us, -6)
+    end
+    now_s = t[1] .. us
   end
   if last and (#last > #now_s or (#last == #now_s and last >= now_s)) then
     local l = tonumber(last) + 1
