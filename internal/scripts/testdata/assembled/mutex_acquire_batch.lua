@@ -157,7 +157,7 @@ for i = 1, n do
           if pos == 0 then
             -- A new queue expires unless its waiters' heartbeats keep it.
             if not held then
-              held = string.sub(ARGV[2], 3, string.find(ARGV[2], '|', 3, true) - 1)
+              held = string.match(ARGV[2], '^..(%d+)')
             end
             redis.call('PEXPIRE', q, held)
           end
@@ -171,8 +171,7 @@ for i = 1, n do
         -- common.lua; the holder's heartbeat keeps it). SET also drops the
         -- expiry of an idle mutex.
         if not tail then
-          local bar = string.find(ARGV[2], '|', 3, true)
-          held, tail = string.sub(ARGV[2], 3, bar - 1), string.sub(ARGV[2], bar)
+          held, tail = string.match(ARGV[2], '^..(%d+)(|.*)$') -- one call, not three
         end
         local tok, n = new_token(last)
         redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
