@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -137,4 +138,68 @@ func keys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// callArgs returns the top-level arguments of each redis.call (or pcall)
+// that starts in line, as written (nested calls and strings kept whole).
+func callArgs(line string) [][]string {
+	var calls [][]string
+	for _, m := range callStart.FindAllStringIndex(line, -1) {
+		var args []string
+		depth, start, quote := 0, m[1], byte(0)
+	scan:
+		for i := m[1]; i < len(line); i++ {
+			switch c := line[i]; {
+			case quote != 0:
+				if c == quote {
+					quote = 0
+				}
+			case c == '\'' || c == '"':
+				quote = c
+			case c == '(' || c == '{':
+				depth++
+			case (c == ')' || c == '}') && depth > 0:
+				depth--
+			case c == ')':
+				args = append(args, strings.TrimSpace(line[start:i]))
+				break scan
+			case c == ',' && depth == 0:
+				args = append(args, strings.TrimSpace(line[start:i]))
+				start = i + 1
+			}
+		}
+		calls = append(calls, args)
+	}
+	return calls
+}
+
+var (
+	callStart = regexp.MustCompile(`redis\.p?call\(`)
+	numberLit = regexp.MustCompile(`^-?[0-9][0-9.]*$`)
+)
+
+// TestNoNumberLiterals: no script passes a number literal to redis.call,
+// which Redis would format with snprintf on every call (about 2k
+// instructions each); a string ('0') costs nothing.
+func TestNoNumberLiterals(t *testing.T) {
+	if got := callArgs(`x(redis.call('A', string.sub(s, 1, 1) == '1' and k, 0), redis.pcall("B", '(', -1))`); !slices.Equal(got[0], []string{"'A'", "string.sub(s, 1, 1) == '1' and k", "0"}) ||
+		!slices.Equal(got[1], []string{`"B"`, "'('", "-1"}) {
+		t.Fatalf("callArgs = %q", got)
+	}
+	files, err := luaFiles.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		for i, line := range strings.Split(luaFile(f.Name()), "\n") {
+			code, _, _ := strings.Cut(line, "--")
+			for _, args := range callArgs(code) {
+				for _, a := range args {
+					if numberLit.MatchString(a) {
+						t.Errorf("%s:%d passes the number %s to redis.call: %s", f.Name(), i+1, a, strings.TrimSpace(line))
+					}
+				}
+			}
+		}
+	}
 }

@@ -18,6 +18,14 @@
 // (mutex_acquire_fast.lua, mutex_release_fast.lua). testdata/assembled
 // holds every script as Redis runs it (TestGolden). No script text is ever
 // built from input, every varying value goes through KEYS or ARGV.
+//
+// What the hot paths avoid, each measured in redis-server instructions
+// (docs/performance.md): a Lua number as an argument of redis.call (Redis
+// formats it with snprintf; constants are written as strings, and
+// TestNoNumberLiterals keeps them so), tonumber of a token (a strtod:
+// new_token compares tokens as strings), a key or argument the script does
+// not read (Redis builds a Lua string of each on every call), and a string
+// function call where one match with captures does.
 // docs/protocol.md specifies the keys, values, scripts and replies.
 //
 // Validity model: a hold is valid while the resource records its hold id and
