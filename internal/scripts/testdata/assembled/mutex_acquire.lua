@@ -15,7 +15,9 @@ local R_GRANTED, R_BUSY, K_LEASE, K_QUEUE = 1, 0, "s:", "q:"
 -- every stored token is a decimal integer without leading zeros (written
 -- as this string, by string.format('%.0f'), or read back as a zset score,
 -- which Redis prints as an integer below 2^52), so a shorter one, or one
--- of the same length that sorts lower, is the smaller number. The clock is
+-- of the same length that sorts lower, is the smaller number (Lua compares
+-- strings with strcoll, under Redis' LC_COLLATE: digits collate in numeric
+-- order in the C locale and in glibc's locales). The clock is
 -- read once per call: a batch script's tokens are of different resources,
 -- or above the last one anyway.
 local now_s
