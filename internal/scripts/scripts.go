@@ -18,6 +18,7 @@
 // (mutex_acquire_fast.lua, mutex_release_fast.lua). testdata/assembled
 // holds every script as Redis runs it (TestGolden). No script text is ever
 // built from input, every varying value goes through KEYS or ARGV.
+// docs/protocol.md specifies the keys, values, scripts and replies.
 //
 // What the hot paths avoid, each measured in redis-server instructions
 // (docs/performance.md): a Lua number as an argument of redis.call (Redis
@@ -26,7 +27,6 @@
 // new_token compares tokens as strings), a key or argument the script does
 // not read (Redis builds a Lua string of each on every call), and a string
 // function call where one match with captures does.
-// docs/protocol.md specifies the keys, values, scripts and replies.
 //
 // Validity model: a hold is valid while the resource records its hold id and
 // the lease of the session in that id exists. Renewing the lease renews
