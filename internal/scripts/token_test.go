@@ -72,8 +72,8 @@ func pow10(n int) int64 {
 
 // TestTokenAheadOfClock: when a resource's stored token is ahead of the
 // server's clock (a failover to a replica whose clock is behind), each
-// kind's fast-path grant (new_token) takes the stored token + 1, as a string reply
-// the client reads like an integer.
+// kind's fast-path grant (new_token) takes the stored token + 1, which the
+// client reads like the clock's token, a string in the reply.
 func TestTokenAheadOfClock(t *testing.T) {
 	w, ctx := startWorld(t)
 	if _, _, err := w.e.PoolChange(ctx, "p", "add", []string{"a"}); err != nil {
@@ -86,8 +86,11 @@ func TestTokenAheadOfClock(t *testing.T) {
 		set  func(tok string) // stores tok as the resource's last token
 	}{
 		{Resource{Kind: Mutex, Name: "m"}, 1, func(tok string) {
-			v, _ := w.do("GET", w.e.K.Mutex("m")).ToString()
+			v, err := w.do("GET", w.e.K.Mutex("m")).ToString()
 			f := strings.Split(v, "|")
+			if err != nil || len(f) != 6 {
+				t.Fatalf("mutex string %q, %v", v, err)
+			}
 			f[1] = tok
 			w.do("SET", w.e.K.Mutex("m"), strings.Join(f, "|"), "KEEPTTL")
 		}},
