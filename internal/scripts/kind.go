@@ -99,11 +99,11 @@ func init() {
 		Pool: {
 			name: "pool", short: "pool", key: keyPool, listed: []string{poolFree, poolHeld},
 			acquire: func(e Env, r Resource, hid, wait string) execer {
-				return execer{poolAcquire, []string{e.K.Queue(Pool, r.Name)}, []string{e.K.Prefix, hid, wait, e.sharded(), r.Name,
+				return execer{poolAcquire, e.poolKeys(r.Name), []string{e.K.Prefix, hid, wait, e.sharded(), r.Name,
 					e.K.PoolBase(r.Name), r.Key}}
 			},
 			release: func(e Env, r Resource, hid, withdraw string) execer {
-				return execer{poolRelease, []string{e.K.Queue(Pool, r.Name)}, []string{e.K.Prefix, hid, withdraw, e.sharded(), r.Name,
+				return execer{poolRelease, e.poolKeys(r.Name), []string{e.K.Prefix, hid, withdraw, e.sharded(), r.Name,
 					e.K.PoolBase(r.Name), r.Key}}
 			},
 			// A pool's keys are its membership, which is configuration and

@@ -39,10 +39,10 @@ func (e Env) semKeys(name string) []string {
 	return []string{e.K.Semaphore(name), e.K.SemaphoreHolders(name), e.K.Queue(Semaphore, name)}
 }
 
-func (e Env) poolKeys(name string) []string {
-	b := e.K.PoolBase(name)
-	return []string{e.K.Queue(Pool, name), b + poolFree, b + poolHeld, b + "t", b + "s"}
-}
+// poolKeys is what the pool scripts declare: the queue only. They build the
+// pool's other keys from its base (ARGV), in the same slot; each key
+// declared costs Redis a Lua string on every call.
+func (e Env) poolKeys(name string) []string { return []string{e.K.Queue(Pool, name)} }
 
 func (e Env) elKeys(name string) []string {
 	return []string{e.K.Election(name), e.K.Queue(Election, name), e.K.ElectionCandidates(name)}

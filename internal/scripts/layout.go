@@ -3,8 +3,8 @@ package scripts
 import "strings"
 
 // The suffixes, after a pool's base (PoolBase), of the two keys of which a
-// pool with members has at least one (Env.poolKeys names them to the
-// scripts; pool_lib.lua spells them too).
+// pool with members has at least one (pool_lib.lua spells them too: the
+// scripts build them from the base).
 const (
 	poolFree = "f"
 	poolHeld = "h"

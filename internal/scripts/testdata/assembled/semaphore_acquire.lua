@@ -9,17 +9,22 @@ local R_GRANTED, REL_FREED = 1, 1
 -- when the clock wins (the client parses either; see parseGrant), a
 -- number otherwise. The clock is what keeps tokens increasing when the
 -- stored token went back: a restart from an older snapshot, a failover to
--- a replica that missed writes. The string is built from TIME's reply and
--- compared with last as a string, so the common case formats and parses no
--- number (a strtod of a token costs Redis more than the whole compare):
--- every stored token is a decimal integer without leading zeros (written
--- as this string, by string.format('%.0f'), or read back as a zset score,
--- which Redis prints as an integer below 2^52), so a shorter one, or one
--- of the same length that sorts lower, is the smaller number (Lua compares
--- strings with strcoll, under Redis' LC_COLLATE: digits collate in numeric
--- order in the C locale and in glibc's locales). The clock is
--- read once per call: a batch script's tokens are of different resources,
--- or above the last one anyway.
+-- a replica that missed writes. The clock is read once per call: a batch
+-- script's tokens are of different resources, or above the last one
+-- anyway.
+--
+-- The clock's string is built from TIME's reply and compared with last as
+-- a string, so the common case formats and parses no number (a strtod of a
+-- token costs Redis more than the whole compare). Every stored token is a
+-- decimal integer without leading zeros (this string, or string.format's
+-- '%.0f'), so a shorter one, or one of the same length that sorts lower,
+-- is the smaller number. Lua compares strings with strcoll, under Redis'
+-- LC_COLLATE: digits collate in numeric order in the C locale and in
+-- glibc's. The one last that is not a token, a pool's highest free score
+-- (pool_mark_free), Redis prints as an integer below 2^52; miniredis
+-- prints one ending in eight zeros as "1.7e+15", which then loses to the
+-- clock even when above it: at worst a member ordered before one released
+-- earlier, never a token.
 local now_s
 local function new_token(last)
   if not now_s then
