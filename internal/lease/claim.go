@@ -451,7 +451,7 @@ func (s *Session) addHold(r scripts.Resource, hid, resource string, token int64,
 	if s.met != nil {
 		kind := r.Kind.String()
 		s.met.holdGranted(kind, time.Since(start), handoff)
-		context.AfterFunc(h.ctx, func() { s.met.holdEnded(kind, context.Cause(h.ctx)) })
+		h.ended.add(func() { s.met.holdEnded(kind, context.Cause(h.ctx)) })
 	}
 	return h, pub, nil
 }

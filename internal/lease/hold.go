@@ -24,6 +24,10 @@ type Hold struct {
 	token    int64
 	ctx      context.Context
 	cancel   context.CancelCauseFunc // called by Release, the hold table and the loop; the first cause wins
+	// ended runs the hold's end hooks (its metrics) once, after ctx is
+	// canceled, in a goroutine that ends it (cancel): context.AfterFunc
+	// would start a goroutine for every release.
+	ended endHooks
 
 	value atomic.Pointer[string] // election: the value last proclaimed, if any; any goroutine
 
@@ -57,8 +61,52 @@ func (s *Session) newHold(r scripts.Resource, hid, resource string, token int64)
 	// Not a child of s.ctx: with every hold in s.ctx's children, concurrent
 	// grants and releases contend for its lock. The hold table ends the
 	// holds when the session ends (holdTable.endAll, called by the loop).
-	h.ctx, h.cancel = context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
+	h.ctx = ctx
+	h.cancel = func(cause error) {
+		cancel(cause)
+		h.ended.run()
+	}
 	return h, pub
+}
+
+// endHooks runs functions once, when a hold ends: those added before,
+// when it ends; one added after, at once. They run in a goroutine that
+// ends the hold (Release's caller, the hold table's, or the session's
+// loop), so each must be quick and never block: metrics, not a span
+// exporter (trace.go keeps context.AfterFunc for those).
+type endHooks struct {
+	mu    sync.Mutex
+	done  bool     // guarded by mu: run has run
+	hooks []func() // guarded by mu
+}
+
+// add runs f when the hold ends, or now if it has.
+func (e *endHooks) add(f func()) {
+	e.mu.Lock()
+	if e.done {
+		e.mu.Unlock()
+		f()
+		return
+	}
+	e.hooks = append(e.hooks, f)
+	e.mu.Unlock()
+}
+
+// run runs the hooks added so far, the first time it is called.
+func (e *endHooks) run() {
+	e.mu.Lock()
+	if e.done {
+		e.mu.Unlock()
+		return
+	}
+	e.done = true
+	hooks := e.hooks
+	e.hooks = nil
+	e.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 }
 
 // SetValue records the election value a reclaim recreates for h after Redis
