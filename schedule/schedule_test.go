@@ -56,9 +56,11 @@ func newFleet(t *testing.T) *fleet {
 		started: make(chan run, 100)}
 }
 
-// serverTime reads the Redis server's clock.
-func (f *fleet) serverTime(ctx context.Context) time.Time {
-	v, err := f.probe.Do(ctx, f.probe.B().Time().Build()).AsStrSlice()
+// serverTime reads the Redis server's clock, under the test's ctx, not a
+// run's: a run that starts just before the test ends has its ctx canceled
+// by start's cleanup, which must not fail the read (and the test).
+func (f *fleet) serverTime() time.Time {
+	v, err := f.probe.Do(f.ctx, f.probe.B().Time().Build()).AsStrSlice()
 	if err != nil {
 		f.t.Error(err)
 		return time.Time{}
@@ -95,7 +97,7 @@ func (f *fleet) start(node string, j *schedule.Job, body func(ctx context.Contex
 				f.overlaps.Add(1)
 			}
 			defer f.inside.Add(-1)
-			got := run{node: node, r: r, server: f.serverTime(ctx)}
+			got := run{node: node, r: r, server: f.serverTime()}
 			f.mu.Lock()
 			f.runs = append(f.runs, got)
 			f.mu.Unlock()
@@ -279,7 +281,7 @@ func TestOverrun(t *testing.T) {
 			overrun := func(ctx context.Context, r schedule.Run) error {
 				if first.CompareAndSwap(false, true) {
 					// The workload: outlast two intervals and a bit.
-					time.Sleep(r.Slot.Add(2300 * time.Millisecond).Sub(f.serverTime(ctx)))
+					time.Sleep(r.Slot.Add(2300 * time.Millisecond).Sub(f.serverTime()))
 				}
 				return nil
 			}
