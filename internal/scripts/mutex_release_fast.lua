@@ -43,14 +43,9 @@ if holder == hid then
       if l[1] and l[3] == '0' then
         redis.call('LPOP', q)
         local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
-        -- The new holder's idle_ms and held_ms (see common.lua), each
-        -- number formatted once (see semaphore_fast.lua).
-        local idle = tostring(2 * l[2])
-        local px = idle
-        if l[1] ~= '0' then
-          px = tostring(2 * l[2] + l[1])
-        end
-        redis.call('SET', m, to .. '|' .. tok .. '|' .. l[1] .. '|' .. idle .. '||1', 'PX', px)
+        local ld, ttl = l[1], l[2]
+        --@inline expiry_ms.lua
+        redis.call('SET', m, to .. '|' .. tok .. '|' .. ld .. '|' .. idle .. '||1', 'PX', held)
         --@inline grant_message.lua
         redis.call(string.sub(sh, 1, 1) == '1' and 'SPUBLISH' or 'PUBLISH', p .. K_CHANNEL .. sid, msg)
         return REL_FREED

@@ -26,18 +26,12 @@ if not writer and st[2] and not st[3] and not st[4] then
   end
   if shared or ok then
     local tok, n = new_token(st[2])
-    -- Numbers formatted once (see semaphore_fast.lua): idle is idle_ms,
-    -- held held_ms.
-    local ld0 = ld or '0'
-    local idle = tostring(2 * ttl)
-    local held = idle
-    if ld0 ~= '0' then
-      held = tostring(2 * ttl + ld0)
-    end
+    local ld = ld or '0' -- the lease's, "0" when unset
+    --@inline expiry_ms.lua
     if shared then
       -- HSETNX: a retry (hid already there) takes the full path, which
       -- returns its token.
-      ok = redis.call('HSETNX', rd, hid, ld0 .. ':' .. tok) == 1
+      ok = redis.call('HSETNX', rd, hid, ld .. ':' .. tok) == 1
     end
     if ok then
       -- Keep the keys at least held_ms, never less (see common.lua
@@ -51,7 +45,7 @@ if not writer and st[2] and not st[3] and not st[4] then
         end
         redis.call('PEXPIRE', k, held, 'GT')
       else
-        redis.call('HSET', k, 'w', hid, 'wld', ld0, 'tok', tok, 'i', idle)
+        redis.call('HSET', k, 'w', hid, 'wld', ld, 'tok', tok, 'i', idle)
         redis.call('PEXPIRE', k, held)
       end
       return {R_GRANTED, n}

@@ -27,19 +27,12 @@ local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   if redis.call('HSETNX', holders, hid, v) == 0 then
     return nil
   end
-  -- Numbers are formatted once, here: redis.call formats each number
-  -- argument anew (docs/performance.md), and without a lock delay held_ms
-  -- is idle_ms.
-  local idle = tostring(2 * ttl)
+  --@inline expiry_ms.lua
   redis.call('HSET', meta, 'tok', tok, 'i', idle, 'used', used + n)
   -- Keep both keys at least held_ms, never less (sem_keep in
   -- semaphore_lib.lua, spelled out: the helpers do not exist yet). meta
   -- has an expiry here (it had a token, so a grant or a release gave it
   -- one), unless an operator set the limit: it keeps none then.
-  local held = idle
-  if ld ~= '0' then
-    held = tostring(2 * ttl + ld)
-  end
   if redis.call('PEXPIRE', holders, held, 'NX') == 0 then
     redis.call('PEXPIRE', holders, held, 'GT')
   end

@@ -105,14 +105,20 @@ for i = 1, n do
         if l[1] and l[3] == '0' then
           redis.call('LPOP', q)
           local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
-          -- The new holder's idle_ms and held_ms (see common.lua), each
-          -- number formatted once (see semaphore_fast.lua).
-          local idle = tostring(2 * l[2])
-          local px = idle
-          if l[1] ~= '0' then
-            px = tostring(2 * l[2] + l[1])
+          local ld, ttl = l[1], l[2]
+          -- expiry_ms.lua: idle_ms and held_ms (see common.lua) of a grantee, as
+          -- statement text inlined by the fast paths that grant (--@inline, see
+          -- assemble.go), where the helpers do not exist. The includer names ttl and
+          -- ld, the grantee's lease fields (strings; ld "0" without a lock delay);
+          -- idle is 2 * ttl, held 2 * ttl + ld, both strings, each number formatted
+          -- once: redis.call formats a number argument anew on every call
+          -- (docs/performance.md), and without a lock delay held is idle.
+          local idle = tostring(2 * ttl)
+          local held = idle
+          if ld ~= '0' then
+            held = tostring(2 * ttl + ld)
           end
-          redis.call('SET', m, to .. '|' .. tok .. '|' .. l[1] .. '|' .. idle .. '||1', 'PX', px)
+          redis.call('SET', m, to .. '|' .. tok .. '|' .. ld .. '|' .. idle .. '||1', 'PX', held)
           -- grant_message.lua: the grant message "g|<hid>|<token>|<resource>", the
           -- one encoder of it (internal/lease decodes it): statement text inlined
           -- where a grant is published, by notify (common.lua) and by the

@@ -99,18 +99,23 @@ for i = 1, n do
       end
       if shared or ok then
         local tok, n = new_token(st[2])
-        -- Numbers formatted once (see semaphore_fast.lua): idle is idle_ms,
-        -- held held_ms.
-        local ld0 = ld or '0'
+        local ld = ld or '0' -- the lease's, "0" when unset
+        -- expiry_ms.lua: idle_ms and held_ms (see common.lua) of a grantee, as
+        -- statement text inlined by the fast paths that grant (--@inline, see
+        -- assemble.go), where the helpers do not exist. The includer names ttl and
+        -- ld, the grantee's lease fields (strings; ld "0" without a lock delay);
+        -- idle is 2 * ttl, held 2 * ttl + ld, both strings, each number formatted
+        -- once: redis.call formats a number argument anew on every call
+        -- (docs/performance.md), and without a lock delay held is idle.
         local idle = tostring(2 * ttl)
         local held = idle
-        if ld0 ~= '0' then
-          held = tostring(2 * ttl + ld0)
+        if ld ~= '0' then
+          held = tostring(2 * ttl + ld)
         end
         if shared then
           -- HSETNX: a retry (hid already there) takes the full path, which
           -- returns its token.
-          ok = redis.call('HSETNX', rd, hid, ld0 .. ':' .. tok) == 1
+          ok = redis.call('HSETNX', rd, hid, ld .. ':' .. tok) == 1
         end
         if ok then
           -- Keep the keys at least held_ms, never less (see common.lua
@@ -124,7 +129,7 @@ for i = 1, n do
             end
             redis.call('PEXPIRE', k, held, 'GT')
           else
-            redis.call('HSET', k, 'w', hid, 'wld', ld0, 'tok', tok, 'i', idle)
+            redis.call('HSET', k, 'w', hid, 'wld', ld, 'tok', tok, 'i', idle)
             redis.call('PEXPIRE', k, held)
           end
           reply = {R_GRANTED, n}

@@ -85,19 +85,23 @@ local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   if redis.call('HSETNX', holders, hid, v) == 0 then
     return nil
   end
-  -- Numbers are formatted once, here: redis.call formats each number
-  -- argument anew (docs/performance.md), and without a lock delay held_ms
-  -- is idle_ms.
+  -- expiry_ms.lua: idle_ms and held_ms (see common.lua) of a grantee, as
+  -- statement text inlined by the fast paths that grant (--@inline, see
+  -- assemble.go), where the helpers do not exist. The includer names ttl and
+  -- ld, the grantee's lease fields (strings; ld "0" without a lock delay);
+  -- idle is 2 * ttl, held 2 * ttl + ld, both strings, each number formatted
+  -- once: redis.call formats a number argument anew on every call
+  -- (docs/performance.md), and without a lock delay held is idle.
   local idle = tostring(2 * ttl)
+  local held = idle
+  if ld ~= '0' then
+    held = tostring(2 * ttl + ld)
+  end
   redis.call('HSET', meta, 'tok', tok, 'i', idle, 'used', used + n)
   -- Keep both keys at least held_ms, never less (sem_keep in
   -- semaphore_lib.lua, spelled out: the helpers do not exist yet). meta
   -- has an expiry here (it had a token, so a grant or a release gave it
   -- one), unless an operator set the limit: it keeps none then.
-  local held = idle
-  if ld ~= '0' then
-    held = tostring(2 * ttl + ld)
-  end
   if redis.call('PEXPIRE', holders, held, 'NX') == 0 then
     redis.call('PEXPIRE', holders, held, 'GT')
   end
