@@ -17,7 +17,8 @@ type Options struct {
 	// not contain '{' or '}' and is at most 128 bytes.
 	Namespace string
 
-	// TTL is the lease time to live on the server. Default 10s; at least 50ms.
+	// TTL is the lease time to live on the server. Default 10s; at least
+	// 50ms, at most MaxDuration.
 	TTL time.Duration
 
 	// Heartbeat is the renewal interval. Default TTL/3; must be > 0 and <= TTL/2.
@@ -28,7 +29,8 @@ type Options struct {
 
 	// LockDelay is how long a resource whose hold was lost (its session's lease
 	// expired, not released) stays unavailable once that is noticed, giving a
-	// paused old holder time to notice. Default 0; Reset does not apply it.
+	// paused old holder time to notice. Default 0, at most MaxDuration;
+	// Reset does not apply it.
 	// With a LockDelay, a session that lost its lease leaves its holds to
 	// expire rather than release them, and Hold.Release past the lease's
 	// local deadline reports ErrLeaseLost instead of releasing.
@@ -45,9 +47,10 @@ type Options struct {
 	// namespace must be covered by the grace that any other sets. Default
 	// max(TTL, 10s) (DefaultRestartGrace), so that sessions whose TTLs
 	// differ but stay within 10s agree without configuration; it must not
-	// be shorter than the TTL. A brand-new namespace cannot be told from
-	// one whose data was lost: its first grant waits out the grace, unless
-	// a test marks it intact (leaseholdtest.MarkIntact).
+	// be shorter than the TTL, nor longer than MaxDuration. A brand-new
+	// namespace cannot be told from one whose data was lost: its first
+	// grant waits out the grace, unless a test marks it intact
+	// (leaseholdtest.MarkIntact).
 	RestartGrace time.Duration
 	// DisableRestartGrace is refused by New (ErrInvalidOptions): a data
 	// loss that no grace covers lets a session be granted what another
@@ -124,6 +127,12 @@ type Options struct {
 
 // MaxShards is the largest Options.Shards.
 const MaxShards = lease.MaxShards
+
+// MaxDuration is the longest Options.TTL, LockDelay and RestartGrace: 365
+// days, far beyond any lease a heartbeat keeps alive; New refuses longer
+// ones (ErrInvalidOptions), which would overflow the expiries derived from
+// them.
+const MaxDuration = lease.MaxDuration
 
 // DefaultRestartGrace is the restart grace of every session whose TTL is
 // no longer (see Options.RestartGrace).

@@ -17,6 +17,8 @@ import (
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/internal/testutil"
 	"github.com/leasehold/leasehold/mutex"
+	"github.com/leasehold/leasehold/pool"
+	"github.com/leasehold/leasehold/rwmutex"
 	"github.com/leasehold/leasehold/semaphore"
 	"github.com/leasehold/leasehold/session"
 )
@@ -506,6 +508,10 @@ func TestInvalidOptionsTouchNothing(t *testing.T) {
 		{TTL: time.Second, Heartbeat: 600 * time.Millisecond},
 		{Heartbeat: -time.Second},
 		{LockDelay: -time.Second},
+		{TTL: session.MaxDuration + time.Millisecond},
+		{TTL: 200 * 365 * 24 * time.Hour},
+		{LockDelay: session.MaxDuration + time.Millisecond},
+		{RestartGrace: session.MaxDuration + time.Millisecond},
 	} {
 		if s, err := session.New(ctx, c, o); !errors.Is(err, session.ErrInvalidOptions) {
 			if s != nil {
@@ -516,6 +522,50 @@ func TestInvalidOptionsTouchNothing(t *testing.T) {
 	}
 	if n, err := c.Do(ctx, c.B().Dbsize().Build()).AsInt64(); err != nil || n != 0 {
 		t.Fatalf("DBSIZE = %d, %v after invalid options; want 0", n, err)
+	}
+}
+
+// TestMaxDurations: a session at the longest TTL, LockDelay and
+// RestartGrace New accepts grants and releases every kind, and a mutex
+// is kept for what the scripts compute from them (2*TTL + LockDelay),
+// exactly: in ms, far from any overflow.
+func TestMaxDurations(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	c := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 20*time.Second)
+	const maxD = session.MaxDuration
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: maxD, LockDelay: maxD, RestartGrace: maxD})
+	h, err := mutex.New(s, "m").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pttl, err := c.Do(ctx, c.B().Pttl().Key("{"+ns+"}:m:m").Build()).AsInt64()
+	if want := (2*maxD + maxD).Milliseconds(); err != nil || pttl > want || pttl < want-10_000 {
+		t.Fatalf("PTTL of the held mutex = %d, %v; want about %d (2*TTL + LockDelay)", pttl, err, want)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := pool.New(s, "p")
+	if err := p.Add(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	for name, acquire := range map[string]func() (*session.Hold, error){
+		"semaphore": func() (*session.Hold, error) { return semaphore.New(s, "sem", 2).Acquire(ctx, 1) },
+		"rwmutex":   func() (*session.Hold, error) { return rwmutex.New(s, "rw").Lock(ctx) },
+		"rwmutex shared": func() (*session.Hold, error) {
+			return rwmutex.New(s, "rw").RLock(ctx)
+		},
+		"pool": func() (*session.Hold, error) { return p.Acquire(ctx) },
+	} {
+		h, err := acquire()
+		if err != nil {
+			t.Fatalf("%s: acquire: %v", name, err)
+		}
+		if err := h.Release(ctx); err != nil {
+			t.Fatalf("%s: release: %v", name, err)
+		}
 	}
 }
 

@@ -43,7 +43,12 @@ const MaxShards = scripts.MaxShards
 const DefaultRestartGrace = 10 * time.Second
 
 const (
-	minTTL          = 50 * time.Millisecond
+	minTTL = 50 * time.Millisecond
+	// MaxDuration bounds TTL, LockDelay and RestartGrace: far beyond any
+	// lease a heartbeat keeps, and small enough that what the scripts
+	// compute from them (idle and held expiries, 2*TTL + LockDelay, in ms)
+	// stays exact, where a TTL of about 146 years overflowed a Duration.
+	MaxDuration     = 365 * 24 * time.Hour
 	maxNamespaceLen = 128
 	// MaxNameLen is the longest resource name accepted, in bytes.
 	MaxNameLen = 1024
@@ -69,6 +74,9 @@ func (o Options) WithDefaults() (Options, error) {
 	if o.TTL < minTTL {
 		return bad("TTL %v below the minimum %v", o.TTL, minTTL)
 	}
+	if o.TTL > MaxDuration {
+		return bad("TTL %v above the maximum %v", o.TTL, MaxDuration)
+	}
 	if o.Heartbeat == 0 {
 		o.Heartbeat = o.TTL / 3
 	}
@@ -79,8 +87,8 @@ func (o Options) WithDefaults() (Options, error) {
 		host, _ := os.Hostname()
 		o.Owner = host + "/" + strconv.Itoa(os.Getpid())
 	}
-	if o.LockDelay < 0 {
-		return bad("negative LockDelay %v", o.LockDelay)
+	if o.LockDelay < 0 || o.LockDelay > MaxDuration {
+		return bad("LockDelay %v outside 0..%v", o.LockDelay, MaxDuration)
 	}
 	return o.withRest()
 }
@@ -91,8 +99,8 @@ func (o Options) withRest() (Options, error) {
 	bad := func(format string, args ...any) (Options, error) {
 		return Options{}, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
 	}
-	if o.RestartGrace < 0 {
-		return bad("negative RestartGrace %v", o.RestartGrace)
+	if o.RestartGrace < 0 || o.RestartGrace > MaxDuration {
+		return bad("RestartGrace %v outside 0..%v", o.RestartGrace, MaxDuration)
 	}
 	if o.DisableRestartGrace {
 		return bad("DisableRestartGrace cannot be made safe: a data loss it did not wait out would let a session be granted " +
