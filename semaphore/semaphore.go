@@ -163,7 +163,7 @@ func (sem *Semaphore) check(limit int64) error {
 	if err := session.CheckName(sem.name); err != nil {
 		return fmt.Errorf("semaphore: %w", err) // err quotes the name
 	}
-	if limit <= 0 {
+	if limit <= 0 || limit > MaxLimit {
 		return fmt.Errorf("semaphore %q: limit %d: %w", sem.name, limit, ErrInvalidLimit)
 	}
 	return sem.s.Err()

@@ -976,6 +976,47 @@ func TestCanceledWaiterWithdraws(t *testing.T) {
 	release(t, ctx, all)
 }
 
+// TestMaxLimit: at the largest limit, permits are counted exactly: the
+// last permit fits, one more does not, and every release returns its
+// permits (a count past 2^53 would round, and one stored in a float's
+// notation could not be decremented).
+func TestMaxLimit(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	ns := redistest.Namespace(t)
+	ctx := testutil.Ctx(t, 10*time.Second)
+	s := testutil.Dial(t, srv.Addr(), ns, session.Options{TTL: 5 * time.Second})
+	sem := semaphore.New(s, "max", semaphore.MaxLimit)
+	for round := 0; round < 2; round++ {
+		big, err := sem.TryAcquire(ctx, semaphore.MaxLimit-1)
+		if err != nil {
+			t.Fatalf("round %d: TryAcquire(MaxLimit-1): %v", round, err)
+		}
+		last, err := sem.TryAcquire(ctx, 1)
+		if err != nil {
+			t.Fatalf("round %d: TryAcquire(1) of the last permit: %v", round, err)
+		}
+		if _, err := sem.TryAcquire(ctx, 1); !errors.Is(err, semaphore.ErrNoPermits) {
+			t.Fatalf("round %d: TryAcquire(1) past the limit: %v, want ErrNoPermits", round, err)
+		}
+		st, err := sem.Stats(ctx)
+		if err != nil || st.InUse != semaphore.MaxLimit {
+			t.Fatalf("round %d: Stats = %+v, %v; want %d in use", round, st, err, int64(semaphore.MaxLimit))
+		}
+		for _, h := range []*session.Hold{big, last} {
+			if err := h.Release(ctx); err != nil {
+				t.Fatalf("round %d: Release: %v", round, err)
+			}
+		}
+	}
+	all, err := sem.TryAcquire(ctx, semaphore.MaxLimit)
+	if err != nil {
+		t.Fatalf("TryAcquire(MaxLimit) once every permit is back: %v", err)
+	}
+	if err := all.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestInvalidInput: bad weights, limits and names, and a closed session,
 // fail with errors errors.Is can match, and change nothing in Redis.
 func TestInvalidInput(t *testing.T) {
@@ -1018,7 +1059,7 @@ func TestInvalidInput(t *testing.T) {
 		_, err = sem.TryAcquire(ctx, n)
 		want(fmt.Sprintf("TryAcquire(%d) with limit 3", n), err, semaphore.ErrInvalidWeight)
 	}
-	for _, limit := range []int64{0, -1, math.MinInt64} {
+	for _, limit := range []int64{0, -1, math.MinInt64, semaphore.MaxLimit + 1, math.MaxInt64} {
 		bad := semaphore.New(s, "ok", limit)
 		_, err := bad.Acquire(ctx, 1)
 		want(fmt.Sprintf("Acquire with limit %d", limit), err, semaphore.ErrInvalidLimit)

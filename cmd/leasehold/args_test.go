@@ -76,14 +76,16 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"elect", "e"}, "no command"},
-		{[]string{"sem-limit", "s", "-3"}, "limit -3: a limit is a whole number of at least 1, or 0 to withdraw the operator's limit"},
-		{[]string{"sem-limit", "s", "many"}, "a limit is a whole number of at least 1"},
+		{[]string{"sem-limit", "s", "-3"}, "limit -3: a limit is a whole number from 1 to 70368744177664, or 0 to withdraw the operator's limit"},
+		{[]string{"sem-limit", "s", "many"}, "a limit is a whole number from 1"},
+		{[]string{"sem-limit", "s", "70368744177665"}, "a limit is a whole number from 1 to 70368744177664"},
 		{[]string{"lock", "m", "--"}, "no command"},
 		{[]string{"lock", "--", "true"}, "no NAME"},
 		{[]string{"lock", "m", "extra", "--", "true"}, "unexpected"},
 		{[]string{"lock", "--ttl", "1s", "--kill-after", "2s", "m", "--", "true"}, "exceeds --ttl"},
 		{[]string{"lock", "--wait", "soon", "m", "--", "true"}, "not a duration"},
 		{[]string{"sem", "s", "--", "true"}, "--limit"},
+		{[]string{"sem", "s", "--limit", "70368744177665", "--", "true"}, "--limit N (1 to 70368744177664)"},
 		{[]string{"sem", "s", "--limit", "2", "--weight", "3", "--", "true"}, "--weight"},
 		{[]string{"pool", "acquire", "p"}, "no command"},
 		{[]string{"pool", "acquire", "--", "true"}, "no NAME"},

@@ -178,8 +178,8 @@ func cmdSem(ctx context.Context, g *globals, args []string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
-	if *limit <= 0 {
-		return c.usageErr("--limit N (N > 0) is required")
+	if *limit <= 0 || *limit > semaphore.MaxLimit {
+		return c.usageErr("--limit N (1 to %d) is required", int64(semaphore.MaxLimit))
 	}
 	if *weight <= 0 || *weight > *limit {
 		return c.usageErr("--weight %d: must be 1 to --limit (%d)", *weight, *limit)

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/scripts"
+	"github.com/leasehold/leasehold/semaphore"
 )
 
 const semLimitAbout = `Shows or changes the limit of semaphore NAME for every user.
 
   sem-limit NAME           print the stored limit, and whether an operator set it
-  sem-limit NAME N         set the limit to N (N > 0) for everyone
+  sem-limit NAME N         set the limit to N (1 to 2^46) for everyone
   sem-limit --clear NAME   withdraw the operator's limit (also: sem-limit NAME 0)
 
 A limit set here overrides the --limit (or the limit in Go) that every user
@@ -50,12 +51,18 @@ func cmdSemLimit(ctx context.Context, g *globals, args []string, stdout io.Write
 	return setSemLimit(ctx, e, name, limit, stdout)
 }
 
+// badSemLimit is sem-limit's usage error for limit argument a.
+func badSemLimit(c *command, a string) error {
+	return c.usageErr("limit %s: a limit is a whole number from 1 to %d, or 0 to withdraw the operator's limit (as --clear does)",
+		a, int64(semaphore.MaxLimit))
+}
+
 // parseSemLimitArgs checks sem-limit's arguments (clr is the --clear flag,
 // set by the parse): the semaphore's name and the limit to set, 0 for none.
 func parseSemLimitArgs(c *command, clr *bool, args []string, stdout io.Writer) (name string, limit int64, err error) {
 	for _, a := range args {
 		if n, err := strconv.ParseInt(a, 10, 64); err == nil && n < 0 {
-			return "", 0, c.usageErr("limit %s: a limit is a whole number of at least 1, or 0 to withdraw the operator's limit (as --clear does)", a)
+			return "", 0, badSemLimit(c, a)
 		}
 	}
 	pos, _, hasCmd, err := c.parse(args, stdout)
@@ -73,8 +80,8 @@ func parseSemLimitArgs(c *command, clr *bool, args []string, stdout io.Writer) (
 	if len(pos) == 1 {
 		return name, 0, checkExisting("semaphore", name)
 	}
-	if limit, err = strconv.ParseInt(pos[1], 10, 64); err != nil || limit < 0 {
-		return "", 0, c.usageErr("limit %q: a limit is a whole number of at least 1, or 0 to withdraw the operator's limit (as --clear does)", pos[1])
+	if limit, err = strconv.ParseInt(pos[1], 10, 64); err != nil || limit < 0 || limit > semaphore.MaxLimit {
+		return "", 0, badSemLimit(c, pos[1])
 	}
 	if limit == 0 {
 		*clr = true
