@@ -35,13 +35,14 @@ type Options struct {
 	// TTL is how long a stored value is fresh: Do returns it at once, without
 	// computing, until TTL after it was stored (Redis' clock). 0 (the
 	// default) caches nothing: a value goes only to the callers that waited
-	// for its computation. Negative is invalid.
+	// for its computation. Negative is invalid, and so is a TTL above
+	// session.MaxDuration (a year).
 	TTL time.Duration
 
 	// ErrorTTL is how long a failed computation's error is returned at once
 	// instead of computing again. 0 (the default): the error goes to the
 	// callers that waited for that computation, and the next Do computes
-	// again. Negative is invalid.
+	// again. Negative is invalid, and so is one above session.MaxDuration.
 	ErrorTTL time.Duration
 
 	// ServeStale makes Do return an expired value at once, while one caller
@@ -92,8 +93,8 @@ func New(s *session.Session, name string, o Options) *Group {
 	switch {
 	case s == nil:
 		g.err = fmt.Errorf("%w: %w", ErrInvalidOptions, session.ErrNilSession)
-	case o.TTL < 0 || o.ErrorTTL < 0:
-		g.err = fmt.Errorf("%w: negative TTL (%v) or ErrorTTL (%v)", ErrInvalidOptions, o.TTL, o.ErrorTTL)
+	case o.TTL < 0 || o.ErrorTTL < 0 || o.TTL > session.MaxDuration || o.ErrorTTL > session.MaxDuration:
+		g.err = fmt.Errorf("%w: TTL (%v) or ErrorTTL (%v) outside 0..%v", ErrInvalidOptions, o.TTL, o.ErrorTTL, session.MaxDuration)
 	case o.MaxValue < 0 || o.MaxValue > maxMaxValue:
 		g.err = fmt.Errorf("%w: MaxValue %d not in [0, %d]", ErrInvalidOptions, o.MaxValue, maxMaxValue)
 	}

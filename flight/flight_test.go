@@ -531,6 +531,8 @@ func TestBadInput(t *testing.T) {
 		{"nil fn", "g", "k", ok, nil, flight.ErrNilFunc},
 		{"negative TTL", "g", "k", flight.Options{TTL: -time.Second}, fn, flight.ErrInvalidOptions},
 		{"negative ErrorTTL", "g", "k", flight.Options{ErrorTTL: -1}, fn, flight.ErrInvalidOptions},
+		{"TTL above MaxDuration", "g", "k", flight.Options{TTL: session.MaxDuration + 1, ServeStale: true}, fn, flight.ErrInvalidOptions},
+		{"ErrorTTL above MaxDuration", "g", "k", flight.Options{ErrorTTL: session.MaxDuration + 1}, fn, flight.ErrInvalidOptions},
 		{"negative MaxValue", "g", "k", flight.Options{MaxValue: -1}, fn, flight.ErrInvalidOptions},
 		{"huge MaxValue", "g", "k", flight.Options{MaxValue: 1 << 30}, fn, flight.ErrInvalidOptions},
 	}

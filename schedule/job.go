@@ -85,6 +85,9 @@ func New(m *session.Manager, name, spec string, o Options) (*Job, error) {
 	return &Job{m: m, name: name, spec: spec, sl: sl, o: o}, nil
 }
 
+// maxEvery is the longest @every interval.
+const maxEvery = 5 * 365 * 24 * time.Hour
+
 // parse parses spec, in loc unless it names its own zone.
 func parse(spec string, loc *time.Location) (slots, error) {
 	s, err := parser.Parse(spec)
@@ -93,6 +96,11 @@ func parse(spec string, loc *time.Location) (slots, error) {
 	}
 	switch s := s.(type) {
 	case cron.ConstantDelaySchedule:
+		if s.Delay > maxEvery {
+			// As a cron spec's slots lie within five years: a record is kept
+			// three intervals, which a longer one would overflow.
+			return slots{}, fmt.Errorf("%w: spec %q: an interval longer than five years", ErrInvalid, spec)
+		}
 		return slots{every: s.Delay}, nil
 	case *cron.SpecSchedule:
 		if !strings.HasPrefix(spec, "TZ=") && !strings.HasPrefix(spec, "CRON_TZ=") {

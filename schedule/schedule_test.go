@@ -363,6 +363,8 @@ func TestInvalid(t *testing.T) {
 		{"bad spec", "j", "bogus", m, schedule.Options{}},
 		{"six fields", "j", "* * * * * *", m, schedule.Options{}},
 		{"no time", "j", "0 0 30 2 *", m, schedule.Options{}},
+		{"interval over five years", "j", "@every 43801h", m, schedule.Options{}},
+		{"interval of 200 years", "j", "@every 1752000h", m, schedule.Options{}},
 		{"negative grace", "j", "@hourly", m, schedule.Options{Grace: -1}},
 		{"negative history", "j", "@hourly", m, schedule.Options{History: -1}},
 		{"history too long", "j", "@hourly", m, schedule.Options{History: schedule.MaxHistory + 1}},
