@@ -70,8 +70,19 @@ end
 -- withdrawn; ttl and ld are the lease's fields.
 local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   local st = redis.call('HMGET', meta, 'limit', 'used', 'tok', 'set', 'q')
-  local n, used = tonumber(n_s), tonumber(st[2] or '0')
-  if st[1] ~= limit or not st[3] or st[5] or used + n > tonumber(st[1]) then
+  if st[1] ~= limit or not st[3] or st[5] then
+    return nil
+  end
+  -- used: the permits in use after the grant; the string n_s when none
+  -- are in use now (redis.call formats a number argument, which costs
+  -- Redis more than the rest of this test, see docs/performance.md).
+  local lim, used = tonumber(st[1]), n_s
+  if st[2] and st[2] ~= '0' then
+    used = tonumber(st[2]) + tonumber(n_s)
+    if used > lim then
+      return nil
+    end
+  elseif tonumber(n_s) > lim then
     return nil
   end
   local tok, t = new_token(st[3])
@@ -97,7 +108,7 @@ local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   if ld ~= '0' then
     held = tostring(2 * ttl + ld)
   end
-  redis.call('HSET', meta, 'tok', tok, 'i', idle, 'used', used + n)
+  redis.call('HSET', meta, 'tok', tok, 'i', idle, 'used', used)
   -- Keep both keys at least held_ms, never less (sem_keep in
   -- semaphore_lib.lua, spelled out: the helpers do not exist yet). meta
   -- has an expiry here (it had a token, so a grant or a release gave it
