@@ -15,9 +15,9 @@
 // Options.Location (UTC by default), or a descriptor (@hourly, @daily,
 // @every 10s, ...). The slots of @every d are the multiples of d, so every
 // node computes the same ones; d is at most five years, the horizon
-// within which a cron spec must name a time. Run waits for the next slot, takes the
-// job's mutex (package mutex, named "schedule:<name>") and asks Redis to
-// claim the slot; fn runs only if Redis says yes.
+// within which a cron spec must name a time. Run waits for the next slot,
+// takes the job's mutex (package mutex, named "schedule:<name>") and asks
+// Redis to claim the slot; fn runs only if Redis says yes.
 //
 // # How a slot is claimed
 //
