@@ -21,7 +21,8 @@ type Options struct {
 	// 50ms, at most MaxDuration.
 	TTL time.Duration
 
-	// Heartbeat is the renewal interval. Default TTL/3; must be > 0 and <= TTL/2.
+	// Heartbeat is the renewal interval. Default TTL/3; at least 1ms, at
+	// most TTL/2.
 	Heartbeat time.Duration
 
 	// Owner is shown by inspection. Default "hostname/pid".
@@ -29,8 +30,8 @@ type Options struct {
 
 	// LockDelay is how long a resource whose hold was lost (its session's lease
 	// expired, not released) stays unavailable once that is noticed, giving a
-	// paused old holder time to notice. Default 0, at most MaxDuration;
-	// Reset does not apply it.
+	// paused old holder time to notice. Default 0; else 1ms (Redis counts
+	// in ms) to MaxDuration. Reset does not apply it.
 	// With a LockDelay, a session that lost its lease leaves its holds to
 	// expire rather than release them, and Hold.Release past the lease's
 	// local deadline reports ErrLeaseLost instead of releasing.
@@ -67,7 +68,9 @@ type Options struct {
 	// ErrNotReplicated. With it, a failover to an acknowledged replica loses
 	// no grant and no renewal. Default 0 (no WAIT).
 	ReplicaAck int
-	// ReplicaAckTimeout bounds each WAIT. Default Heartbeat; at most TTL/2.
+	// ReplicaAckTimeout bounds each WAIT. Default Heartbeat; at least 1ms
+	// (WAIT counts in ms, and a timeout of 0 would wait for ever), at most
+	// TTL/2.
 	ReplicaAckTimeout time.Duration
 
 	// Logger receives lease and hold events. nil: no logs. Neither the

@@ -512,6 +512,9 @@ func TestInvalidOptionsTouchNothing(t *testing.T) {
 		{TTL: 200 * 365 * 24 * time.Hour},
 		{LockDelay: session.MaxDuration + time.Millisecond},
 		{RestartGrace: session.MaxDuration + time.Millisecond},
+		{TTL: time.Second, Heartbeat: time.Microsecond},
+		{LockDelay: 500 * time.Microsecond},
+		{ReplicaAck: 1, ReplicaAckTimeout: 500 * time.Microsecond},
 	} {
 		if s, err := session.New(ctx, c, o); !errors.Is(err, session.ErrInvalidOptions) {
 			if s != nil {

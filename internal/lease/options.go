@@ -80,15 +80,17 @@ func (o Options) WithDefaults() (Options, error) {
 	if o.Heartbeat == 0 {
 		o.Heartbeat = o.TTL / 3
 	}
-	if o.Heartbeat < 0 || o.Heartbeat > o.TTL/2 {
-		return bad("Heartbeat %v must be > 0 and <= TTL/2 (%v)", o.Heartbeat, o.TTL/2)
+	if o.Heartbeat < time.Millisecond || o.Heartbeat > o.TTL/2 {
+		return bad("Heartbeat %v must be >= 1ms and <= TTL/2 (%v)", o.Heartbeat, o.TTL/2)
 	}
 	if o.Owner == "" {
 		host, _ := os.Hostname()
 		o.Owner = host + "/" + strconv.Itoa(os.Getpid())
 	}
-	if o.LockDelay < 0 || o.LockDelay > MaxDuration {
-		return bad("LockDelay %v outside 0..%v", o.LockDelay, MaxDuration)
+	if o.LockDelay < 0 || o.LockDelay > MaxDuration || (o.LockDelay > 0 && o.LockDelay < time.Millisecond) {
+		// Redis counts in ms: a lock delay under one would be none there
+		// and one here (Release past the deadline refuses to release).
+		return bad("LockDelay %v: 0, or 1ms..%v", o.LockDelay, MaxDuration)
 	}
 	return o.withRest()
 }
@@ -123,6 +125,10 @@ func (o Options) withRest() (Options, error) {
 	}
 	if o.ReplicaAckTimeout > o.TTL/2 {
 		return bad("ReplicaAckTimeout %v above TTL/2", o.ReplicaAckTimeout)
+	}
+	if o.ReplicaAckTimeout < time.Millisecond {
+		// WAIT counts in ms, and WAIT n 0 waits for ever.
+		return bad("ReplicaAckTimeout %v below 1ms", o.ReplicaAckTimeout)
 	}
 	if o.Shards < 0 || o.Shards > MaxShards {
 		return bad("Shards %d outside 0..%d", o.Shards, MaxShards)

@@ -1056,7 +1056,8 @@ func TestOptionsValidation(t *testing.T) {
 	valid := []Options{
 		{TTL: minTTL},
 		{TTL: time.Second, Heartbeat: time.Second / 2},
-		{TTL: time.Second, Heartbeat: time.Nanosecond},
+		{TTL: time.Second, Heartbeat: time.Millisecond},
+		{LockDelay: time.Millisecond, ReplicaAck: 1, ReplicaAckTimeout: time.Millisecond},
 		{Namespace: strings.Repeat("n", maxNamespaceLen)},
 		{LockDelay: time.Second},
 	}
@@ -1082,7 +1083,11 @@ func TestOptionsValidation(t *testing.T) {
 		{"negative Heartbeat", Options{Heartbeat: -time.Millisecond}},
 		{"TTL above the maximum", Options{TTL: MaxDuration + time.Millisecond}},
 		{"TTL of 200 years", Options{TTL: 200 * 365 * 24 * time.Hour}},
+		{"Heartbeat under 1ms", Options{TTL: time.Second, Heartbeat: time.Millisecond - 1}},
+		{"Heartbeat 1ns", Options{TTL: time.Second, Heartbeat: time.Nanosecond}},
 		{"negative LockDelay", Options{LockDelay: -time.Millisecond}},
+		{"LockDelay under 1ms", Options{LockDelay: 500 * time.Microsecond}},
+		{"ReplicaAckTimeout under 1ms", Options{ReplicaAck: 1, ReplicaAckTimeout: 500 * time.Microsecond}},
 		{"LockDelay above the maximum", Options{LockDelay: MaxDuration + time.Millisecond}},
 		{"negative RestartGrace", Options{RestartGrace: -time.Millisecond}},
 		{"RestartGrace above the maximum", Options{RestartGrace: MaxDuration + time.Millisecond}},
