@@ -57,7 +57,7 @@ var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cr
 // New returns job name, run at the slots of spec, on the sessions of
 // Manager m. spec is a cron expression of five fields (minute, hour, day of
 // month, month, day of week) or a descriptor: @yearly, @monthly, @weekly,
-// @daily, @hourly, or @every <duration> (whole seconds, at least 1s; its
+// @daily, @hourly, or @every <duration> (whole seconds, 1s to five years; its
 // slots are the multiples of the duration since the zero time, the same on
 // every node). A name is what session.CheckName accepts; the job's mutex is
 // named "schedule:<name>". Invalid arguments return an error matching
@@ -96,10 +96,14 @@ func parse(spec string, loc *time.Location) (slots, error) {
 	}
 	switch s := s.(type) {
 	case cron.ConstantDelaySchedule:
-		if s.Delay > maxEvery {
-			// As a cron spec's slots lie within five years: a record is kept
-			// three intervals, which a longer one would overflow.
-			return slots{}, fmt.Errorf("%w: spec %q: an interval longer than five years", ErrInvalid, spec)
+		// robfig rounds an @every duration down to whole seconds, and up to
+		// 1s: check the one written instead. At most five years, as a cron
+		// spec's slots lie within five years: a record is kept three
+		// intervals, which a longer one would overflow.
+		_, after, _ := strings.Cut(spec, "@every ")
+		d, err := time.ParseDuration(strings.TrimSpace(after))
+		if err != nil || d < time.Second || d%time.Second != 0 || d > maxEvery {
+			return slots{}, fmt.Errorf("%w: spec %q: @every takes whole seconds, from 1s to five years", ErrInvalid, spec)
 		}
 		return slots{every: s.Delay}, nil
 	case *cron.SpecSchedule:
