@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/leasehold/leasehold/session"
 )
@@ -19,8 +20,12 @@ import (
 //
 // When lead returns while still leading, Run resigns and returns lead's
 // result (nil included). It returns ctx's cause when ctx ends, and the error
-// when no session can be opened.
+// when no session can be opened; a nil lead or m, an error matching
+// session.ErrInvalidOptions before anything is sent.
 func Run(ctx context.Context, m *session.Manager, name, value string, lead func(ctx context.Context) error) error {
+	if lead == nil {
+		return fmt.Errorf("election: Run: %w: nil lead", session.ErrInvalidOptions)
+	}
 	return m.Run(ctx, func(ctx context.Context, s *session.Session) error {
 		e := New(s, name)
 		for {

@@ -41,6 +41,9 @@ func NewManager(c rueidis.Client, o Options) *Manager {
 // exponential backoff until ctx ends. Invalid options return an error
 // matching ErrInvalidOptions at once.
 func (m *Manager) Session(ctx context.Context) (*Session, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: Session on a nil *Manager", ErrInvalidOptions)
+	}
 	if s, err := m.current(); s != nil || err != nil {
 		return s, err
 	}
@@ -113,11 +116,18 @@ func (m *Manager) current() (*Session, error) {
 }
 
 // Run runs fn with the live session and a context canceled when ctx ends or
-// the session ends. When fn returns after the session's lease was lost, Run
+// the session ends. A nil fn (or Manager) returns an error matching
+// ErrInvalidOptions at once. When fn returns after the session's lease was lost, Run
 // runs fn again on a new session; otherwise it returns fn's result. It also
 // returns when ctx ends (with ctx's cause), or when no session can be opened
 // (invalid options, Close).
 func (m *Manager) Run(ctx context.Context, fn func(ctx context.Context, s *Session) error) error {
+	switch {
+	case m == nil:
+		return fmt.Errorf("%w: Run on a nil *Manager", ErrInvalidOptions)
+	case fn == nil:
+		return fmt.Errorf("%w: Run was given a nil function", ErrInvalidOptions)
+	}
 	for {
 		s, err := m.Session(ctx)
 		if err != nil {

@@ -64,6 +64,44 @@ func TestNilSessionAndClient(t *testing.T) {
 	}
 }
 
+// TestNilArguments: a nil client, Manager or function fails with an error
+// matching ErrInvalidOptions before anything is sent, instead of
+// panicking once a session (or a leadership) exists.
+func TestNilArguments(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c := testutil.Client(t, srv.Addr())
+	ctx := testutil.Ctx(t, 10*time.Second)
+	fn := func(context.Context, *session.Session) error { return nil }
+	lead := func(context.Context) error { return nil }
+	var nilManager *session.Manager
+	m := session.NewManager(c, session.Options{Namespace: redistest.Namespace(t)})
+	t.Cleanup(func() { _ = m.Close() })
+	calls := map[string]func() error{
+		"session.New(nil client)": func() error { _, err := session.New(ctx, nil, session.Options{}); return err },
+		"nil Manager's Run":       func() error { return nilManager.Run(ctx, fn) },
+		"nil Manager's Session":   func() error { _, err := nilManager.Session(ctx); return err },
+		"Manager.Run(nil)":        func() error { return m.Run(ctx, nil) },
+		"election.Run(nil lead)":  func() error { return election.Run(ctx, m, "e", "v", nil) },
+		"election.Run(nil Manager)": func() error {
+			return election.Run(ctx, nilManager, "e", "v", lead)
+		},
+		"election.ManagerObserver(nil Manager)": func() error {
+			o := election.ManagerObserver(ctx, nilManager, "e")
+			for range o.C() {
+			}
+			return o.Err()
+		},
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, session.ErrInvalidOptions) {
+			t.Errorf("%s: %v, want ErrInvalidOptions", name, err)
+		}
+	}
+	if n, err := c.Do(ctx, c.B().Dbsize().Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("DBSIZE = %d, %v after calls with nil arguments; want 0 (no session opened, nothing campaigned)", n, err)
+	}
+}
+
 // TestClientOfDial: a session from Dial gives its client, on which a
 // fence store works (the README's fencing example).
 func TestClientOfDial(t *testing.T) {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -87,6 +88,9 @@ func Dial(ctx context.Context, opt rueidis.ClientOption, o Options) (*Session, e
 // rueidis.NewClient builds it, and a rueidis.Client neither reports nor
 // changes them.
 func New(ctx context.Context, c rueidis.Client, o Options) (*Session, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: New was given a nil client", ErrInvalidOptions)
+	}
 	if o.Shards > 1 {
 		g, err := lease.NewGroup(ctx, c, lease.Options(o))
 		if err != nil {
