@@ -71,14 +71,17 @@ func (l Listing) Name(key string) (string, bool) {
 	return "", false
 }
 
-// globEscape escapes the characters special in Redis glob patterns.
+// globEscape escapes the characters special in Redis glob patterns. It
+// goes byte by byte: Redis matches bytes, and a namespace need not be
+// valid UTF-8 (ranging over runes wrote U+FFFD for an invalid byte, and
+// the pattern then matched none of the namespace's keys).
 func globEscape(s string) string {
 	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(`*?[]\`, s[i]) >= 0 {
 			b.WriteByte('\\')
 		}
-		b.WriteRune(r)
+		b.WriteByte(s[i])
 	}
 	return b.String()
 }
