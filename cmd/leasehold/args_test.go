@@ -84,6 +84,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lock", "m", "extra", "--", "true"}, "unexpected"},
 		{[]string{"lock", "--ttl", "1s", "--kill-after", "2s", "m", "--", "true"}, "exceeds --ttl"},
 		{[]string{"lock", "--wait", "soon", "m", "--", "true"}, "not a duration"},
+		{[]string{"lock", "--ttl", "8761h", "m", "--", "true"}, "TTL 8761h0m0s above the maximum 8760h0m0s"},
+		{[]string{"lock", "--lock-delay", "9000h", "m", "--", "true"}, "LockDelay 9000h0m0s"},
 		{[]string{"sem", "s", "--", "true"}, "--limit"},
 		{[]string{"sem", "s", "--limit", "70368744177665", "--", "true"}, "--limit N (1 to 70368744177664)"},
 		{[]string{"sem", "s", "--limit", "2", "--weight", "3", "--", "true"}, "--weight"},

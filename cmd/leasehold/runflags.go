@@ -8,6 +8,7 @@ package main
 import (
 	"time"
 
+	"github.com/leasehold/leasehold/internal/lease"
 	"github.com/leasehold/leasehold/session"
 )
 
@@ -54,6 +55,11 @@ func (f *runFlags) options(c *command, g *globals) (session.Options, time.Durati
 	}
 	if f.lockDelay.def != "" {
 		o.LockDelay = f.lockDelay.or(kill + f.ttl/10)
+	}
+	// The rest of the session's rules (upper bounds, ...), from their one
+	// home: flags they refuse are a usage error, not a failed connection.
+	if _, err := lease.Options(o).WithDefaults(); err != nil {
+		return session.Options{}, 0, c.usageErr("%v", err)
 	}
 	return o, kill, nil
 }
