@@ -3,6 +3,8 @@ package schedule
 import (
 	"fmt"
 	"time"
+
+	"github.com/leasehold/leasehold/session"
 )
 
 // Misfire says what a job does with a slot whose time passed while nobody
@@ -41,8 +43,8 @@ type Options struct {
 
 	// Grace is how late after its time a slot may still start: a slot that
 	// cannot start within Grace is skipped (with RunLatest, only when the
-	// job has no record). 0 means DefaultGrace (1 minute); negative is
-	// invalid.
+	// job has no record). 0 means DefaultGrace (1 minute); else 1ms (Redis
+	// counts it in ms) to session.MaxDuration.
 	Grace time.Duration
 
 	// History is how many records of past runs Redis keeps for History and
@@ -57,8 +59,9 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.Misfire != Skip && o.Misfire != RunLatest:
 		return o, fmt.Errorf("%w: Misfire %d is neither Skip nor RunLatest", ErrInvalid, o.Misfire)
-	case o.Grace < 0:
-		return o, fmt.Errorf("%w: negative Grace %v", ErrInvalid, o.Grace)
+	case o.Grace < 0 || (o.Grace > 0 && o.Grace < time.Millisecond) || o.Grace > session.MaxDuration:
+		// Redis counts it in ms: under 1ms no slot could start in time.
+		return o, fmt.Errorf("%w: Grace %v: 0 for the default, or 1ms..%v", ErrInvalid, o.Grace, session.MaxDuration)
 	case o.History < 0 || o.History > MaxHistory:
 		return o, fmt.Errorf("%w: History %d not in [0, %d]", ErrInvalid, o.History, MaxHistory)
 	}

@@ -370,6 +370,8 @@ func TestInvalid(t *testing.T) {
 		{"interval under 1s", "j", "@every 500ms", m, schedule.Options{}},
 		{"interval of a fraction of a second", "j", "@every 1500ms", m, schedule.Options{}},
 		{"negative grace", "j", "@hourly", m, schedule.Options{Grace: -1}},
+		{"grace under 1ms", "j", "@hourly", m, schedule.Options{Grace: 999 * time.Microsecond}},
+		{"grace above a year", "j", "@hourly", m, schedule.Options{Grace: session.MaxDuration + 1}},
 		{"negative history", "j", "@hourly", m, schedule.Options{History: -1}},
 		{"history too long", "j", "@hourly", m, schedule.Options{History: schedule.MaxHistory + 1}},
 		{"misfire", "j", "@hourly", m, schedule.Options{Misfire: 7}},
