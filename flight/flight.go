@@ -52,7 +52,8 @@ type Options struct {
 	ServeStale bool
 
 	// MaxValue is the longest value fn may return, in bytes; a longer one
-	// fails with ErrValueTooLarge and is not stored. 0 means DefaultMaxValue
+	// fails with ErrValueTooLarge and is not stored. The text of an error
+	// fn returns is stored cut to MaxValue bytes. 0 means DefaultMaxValue
 	// (1 MiB); at most 512 MiB.
 	MaxValue int
 
@@ -308,7 +309,13 @@ func (g *Group) compute(ctx context.Context, h *session.Hold, name string, fn Fu
 	}
 	data, fresh, isErr := v, g.o.TTL, false
 	if ferr != nil {
-		data, fresh, isErr = []byte(ferr.Error()), g.o.ErrorTTL, true
+		// The error's text is stored as a value is, within MaxValue (the
+		// callers of this process get ferr itself).
+		msg := ferr.Error()
+		if len(msg) > g.o.MaxValue {
+			msg = strings.ToValidUTF8(msg[:g.o.MaxValue], "")
+		}
+		data, fresh, isErr = []byte(msg), g.o.ErrorTTL, true
 	}
 	// The store is bounded by the hold: past its deadline it would be refused.
 	res, err := hook.Env(g.s, scripts.FlightMutex(name)).FlightStore(h.Context(), name, h.ID(), h.Token(), isErr, data, fresh, g.keep(fresh))

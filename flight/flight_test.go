@@ -354,6 +354,27 @@ func TestErrorShared(t *testing.T) {
 	}
 }
 
+// TestErrorTextBounded: a failed computation's error text is stored cut
+// to MaxValue: the computing caller gets fn's error whole, another
+// process's caller the stored text, no longer than MaxValue.
+func TestErrorTextBounded(t *testing.T) {
+	ctx, _, a, b, _ := pair(t)
+	o := flight.Options{ErrorTTL: time.Minute, MaxValue: 1024}
+	ga, gb := flight.New(a, "g", o), flight.New(b, "g", o)
+	long := errors.New(strings.Repeat("x", 100_000))
+	if _, err := ga.Do(ctx, "k", func(context.Context) ([]byte, error) { return nil, long }); !errors.Is(err, long) {
+		t.Fatalf("computing caller: %v; want fn's error", err)
+	}
+	cb := &counted{}
+	_, err := gb.Do(ctx, "k", cb.fn("b"))
+	if !errors.Is(err, flight.ErrFailed) || cb.n.Load() != 0 {
+		t.Fatalf("other process within ErrorTTL: %.80v (fn runs %d); want the cached error", err, cb.n.Load())
+	}
+	if n := strings.Count(err.Error(), "x"); n != 1024 {
+		t.Fatalf("the cached error carries %d bytes of fn's text; want MaxValue, 1024", n)
+	}
+}
+
 // TestServeStale: with ServeStale, an expired value is returned at once
 // while one caller recomputes it; then everyone gets the new value.
 func TestServeStale(t *testing.T) {
