@@ -4,8 +4,8 @@ import "errors"
 
 var (
 	// ErrInvalidOptions is returned by every call of a Group whose Options
-	// are invalid (a negative duration, a negative MaxValue, a Metrics
-	// registry that refuses the collectors).
+	// are invalid (a negative duration or one above session.MaxDuration, a
+	// negative MaxValue, a Metrics registry that refuses the collectors).
 	ErrInvalidOptions = errors.New("flight: invalid options")
 
 	// ErrNilFunc is returned by Do when fn is nil.
@@ -17,7 +17,8 @@ var (
 
 	// ErrFailed wraps the error of a computation that failed: the caller that
 	// ran fn gets fn's error wrapped in it (errors.Is matches both), callers
-	// in other processes get ErrFailed with fn's error message.
+	// in other processes get ErrFailed with fn's error message (its first
+	// MaxValue bytes).
 	ErrFailed = errors.New("flight: computation failed")
 
 	// ErrDiscarded is returned by the caller that ran fn when it lost the

@@ -131,13 +131,7 @@ func (r *runner) config(slot time.Time) scripts.JobConfig {
 // s: three intervals and two TTLs. More than the slot's interval is what
 // exactly-once needs (see the package doc); the rest keeps History.
 func (j *Job) keep(s *session.Session, slot time.Time) time.Duration {
-	iv := j.sl.interval(slot)
-	if iv <= 0 || iv > maxEvery {
-		// A cron spec whose next slot lies past robfig's five-year search
-		// (Next returns the zero time): as long as the longest @every.
-		iv = maxEvery
-	}
-	return 3*iv + 2*s.Options().TTL
+	return 3*j.sl.keptInterval(slot) + 2*s.Options().TTL
 }
 
 // attempt takes the job's mutex, asks Redis whether the slot due now is

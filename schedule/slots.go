@@ -70,3 +70,13 @@ func (sl slots) between(a, b time.Time) int {
 func (sl slots) interval(s time.Time) time.Duration {
 	return sl.next(s).Sub(s)
 }
+
+// keptInterval is interval for Job.keep: at most maxEvery, which a cron
+// spec's next slot past robfig's five-year search (Next's zero time, a
+// negative interval) counts as.
+func (sl slots) keptInterval(s time.Time) time.Duration {
+	if iv := sl.interval(s); iv > 0 && iv <= maxEvery {
+		return iv
+	}
+	return maxEvery
+}

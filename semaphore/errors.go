@@ -20,5 +20,6 @@ var (
 // limit); Lua writes a number into a string with 14 significant digits,
 // exact below 1e14, which a holder's permits must stay under. Above it a
 // grant could overshoot the limit by rounding, or record permits that no
-// release could give back, so New's methods refuse it (ErrInvalidLimit).
+// release could give back, so the methods that take the limit refuse it
+// (ErrInvalidLimit).
 const MaxLimit = 1 << 46

@@ -117,10 +117,10 @@ func (m *Manager) current() (*Session, error) {
 
 // Run runs fn with the live session and a context canceled when ctx ends or
 // the session ends. A nil fn (or Manager) returns an error matching
-// ErrInvalidOptions at once. When fn returns after the session's lease was lost, Run
-// runs fn again on a new session; otherwise it returns fn's result. It also
-// returns when ctx ends (with ctx's cause), or when no session can be opened
-// (invalid options, Close).
+// ErrInvalidOptions at once. When fn returns after the session's lease was
+// lost, Run runs fn again on a new session; otherwise it returns fn's
+// result. It also returns when ctx ends (with ctx's cause), or when no
+// session can be opened (invalid options, Close).
 func (m *Manager) Run(ctx context.Context, fn func(ctx context.Context, s *Session) error) error {
 	switch {
 	case m == nil:

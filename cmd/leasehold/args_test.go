@@ -86,6 +86,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lock", "--wait", "soon", "m", "--", "true"}, "not a duration"},
 		{[]string{"lock", "--ttl", "8761h", "m", "--", "true"}, "TTL 8761h0m0s above the maximum 8760h0m0s"},
 		{[]string{"lock", "--lock-delay", "9000h", "m", "--", "true"}, "LockDelay 9000h0m0s"},
+		// Checked before connecting: nothing answers on port 1.
+		{[]string{"--redis", "redis://127.0.0.1:1", "cron", "--schedule", "@every 1500ms", "j", "--", "true"}, "@every takes whole seconds"},
+		{[]string{"--redis", "redis://127.0.0.1:1", "cron", "--grace", "500us", "--schedule", "@hourly", "j", "--", "true"}, "Grace 500µs"},
 		{[]string{"sem", "s", "--", "true"}, "--limit"},
 		{[]string{"sem", "s", "--limit", "70368744177665", "--", "true"}, "--limit N (1 to 70368744177664)"},
 		{[]string{"sem", "s", "--limit", "2", "--weight", "3", "--", "true"}, "--weight"},
@@ -121,6 +124,18 @@ func TestUsageErrors(t *testing.T) {
 		if !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("%q: stderr %q, want it to mention %q", tc.args, errb.String(), tc.want)
 		}
+	}
+}
+
+// TestComputedLockDelayInBounds: the --lock-delay a runner computes when
+// none is given (--kill-after + --ttl/10) stays within the session's bound
+// at the longest --ttl: the command gets as far as connecting (nothing
+// answers on port 1), it is not refused as a usage error.
+func TestComputedLockDelayInBounds(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"--redis", "redis://127.0.0.1:1", "lock", "--ttl", "8760h", "--kill-after", "8760h", "m", "--", "true"}
+	if code := run(context.Background(), args, &out, &errb); code != exitFailed {
+		t.Errorf("%q: exit %d, want %d (no Redis); stderr %q", args, code, exitFailed, errb.String())
 	}
 }
 

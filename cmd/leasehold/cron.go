@@ -27,7 +27,8 @@ start it on each replica and each slot runs on one of them, whatever their
 clocks say (Redis decides, by its own clock). SPEC is a cron expression of
 five fields (minute hour day-of-month month day-of-week, in --tz, UTC by
 default) or a descriptor: @hourly, @daily, @weekly, @monthly, @yearly,
-@every DURATION (whole seconds; its slots are multiples of DURATION).
+@every DURATION (whole seconds, 1s to five years; its slots are multiples of
+DURATION).
 
 Each run holds job NAME's mutex ("schedule:NAME"), so runs never overlap; a
 run that outlasts its interval makes the slots that pass meanwhile skip (see
@@ -63,7 +64,7 @@ func cmdCron(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	spec := c.fs.String("schedule", "", "the cron `SPEC` (required): five fields, or @hourly, @every 10s, ...")
 	tz := c.fs.String("tz", "", "the time `zone` of SPEC's fields (IANA, e.g. Europe/Paris); default UTC")
 	misfire := c.fs.String("misfire", "skip", "a slot that could not start in time: `skip` it (beyond --grace), or run the latest missed one once")
-	grace := c.fs.Duration("grace", 0, "how late a slot may still start (default 1m)")
+	grace := c.fs.Duration("grace", 0, "how late a slot may still start (default 1m; at least 1ms)")
 	history := c.fs.Int("history", 0, "runs Redis keeps for 'leasehold jobs' (default 10, at most 1000)")
 	runs := c.fs.Int("runs", 0, "exit after this process ran `N` slots (0: until a signal)")
 	name, argv, err := parseRunner(c, args, stdout)
@@ -102,6 +103,11 @@ func cmdCron(ctx context.Context, g *globals, args []string, stdout io.Writer) e
 	}
 	if _, err := exec.LookPath(argv[0]); err != nil {
 		return lookPathErr(argv[0], err)
+	}
+	// The job's arguments first (schedule.New sends nothing): a bad one is
+	// a usage error, whether or not Redis answers.
+	if _, err := schedule.New(session.NewManager(nil, o), name, *spec, so); err != nil {
+		return c.usageErr("%v", err)
 	}
 	opt.DisableCache = true // as session.Dial builds its client
 	if opt.ConnWriteTimeout == 0 {

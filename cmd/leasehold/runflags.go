@@ -54,7 +54,7 @@ func (f *runFlags) options(c *command, g *globals) (session.Options, time.Durati
 		return session.Options{}, 0, c.usageErr("--restart-grace %v is shorter than --ttl %v: a grant could overlap an unreclaimed hold", o.RestartGrace, f.ttl)
 	}
 	if f.lockDelay.def != "" {
-		o.LockDelay = f.lockDelay.or(kill + f.ttl/10)
+		o.LockDelay = f.lockDelay.or(min(kill+f.ttl/10, session.MaxDuration))
 	}
 	// The rest of the session's rules (upper bounds, ...), from their one
 	// home: flags they refuse are a usage error, not a failed connection.

@@ -126,7 +126,7 @@ func (o Options) withRest() (Options, error) {
 	if o.ReplicaAckTimeout > o.TTL/2 {
 		return bad("ReplicaAckTimeout %v above TTL/2", o.ReplicaAckTimeout)
 	}
-	if o.ReplicaAckTimeout < time.Millisecond {
+	if o.ReplicaAck > 0 && o.ReplicaAckTimeout < time.Millisecond {
 		// WAIT counts in ms, and WAIT n 0 waits for ever.
 		return bad("ReplicaAckTimeout %v below 1ms", o.ReplicaAckTimeout)
 	}

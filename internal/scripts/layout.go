@@ -31,6 +31,10 @@ type Listing struct {
 // {ns}:s:<sid>; Name returns the session id.
 func (k Keys) Sessions() Listing { return Listing{base: k.Prefix + keyLease} }
 
+// All lists every key of the namespace (its hash tag's, not a shard's);
+// Name returns the key without the prefix {ns}:.
+func (k Keys) All() Listing { return Listing{base: k.Prefix} }
+
 // Jobs lists the scheduled jobs of the namespace by their records
 // {ns}:job:<name> (see Keys.Job); Name returns the job's name.
 func (k Keys) Jobs() Listing { return Listing{base: k.Prefix + keyJob} }

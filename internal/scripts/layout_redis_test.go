@@ -25,19 +25,21 @@ func TestListingPatternOnRedis(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var found []string
-	for cursor := uint64(0); ; {
-		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(mine.Listing(scripts.Mutex).Pattern()).Count(100).Build()).AsScanEntry()
-		if err != nil {
-			t.Fatal(err)
+	for what, l := range map[string]scripts.Listing{"mutexes": mine.Listing(scripts.Mutex), "all": mine.All()} {
+		var found []string
+		for cursor := uint64(0); ; {
+			e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(l.Pattern()).Count(100).Build()).AsScanEntry()
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = append(found, e.Elements...)
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
 		}
-		found = append(found, e.Elements...)
-		if cursor = e.Cursor; cursor == 0 {
-			break
+		slices.Sort(found)
+		if want := []string{mine.Mutex("a"), mine.Mutex("b\xff")}; !slices.Equal(found, want) {
+			t.Errorf("%s: SCAN MATCH %q found %q; want %q", what, l.Pattern(), found, want)
 		}
-	}
-	slices.Sort(found)
-	if want := []string{mine.Mutex("a"), mine.Mutex("b\xff")}; !slices.Equal(found, want) {
-		t.Fatalf("SCAN MATCH %q found %q; want %q", mine.Listing(scripts.Mutex).Pattern(), found, want)
 	}
 }

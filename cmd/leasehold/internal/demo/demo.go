@@ -224,7 +224,7 @@ func (st *story) cleanup() {
 			clients = append(clients, n)
 		}
 	}
-	pattern := strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`, `\`, `\\`).Replace(k.Prefix) + "*"
+	pattern := k.All().Pattern()
 	for _, cc := range clients {
 		cursor := uint64(0)
 		for {
