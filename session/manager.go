@@ -122,10 +122,7 @@ func (m *Manager) current() (*Session, error) {
 // result. It also returns when ctx ends (with ctx's cause), or when no
 // session can be opened (invalid options, Close).
 func (m *Manager) Run(ctx context.Context, fn func(ctx context.Context, s *Session) error) error {
-	switch {
-	case m == nil:
-		return fmt.Errorf("%w: Run on a nil *Manager", ErrInvalidOptions)
-	case fn == nil:
+	if fn == nil {
 		return fmt.Errorf("%w: Run was given a nil function", ErrInvalidOptions)
 	}
 	for {

@@ -85,6 +85,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lock", "--ttl", "1s", "--kill-after", "2s", "m", "--", "true"}, "exceeds --ttl"},
 		{[]string{"lock", "--wait", "soon", "m", "--", "true"}, "not a duration"},
 		{[]string{"lock", "--ttl", "8761h", "m", "--", "true"}, "TTL 8761h0m0s above the maximum 8760h0m0s"},
+		{[]string{"lock", "--ttl", "2s", "--restart-grace", "1s", "m", "--", "true"}, "RestartGrace 1s shorter than the TTL 2s"},
 		{[]string{"lock", "--lock-delay", "9000h", "m", "--", "true"}, "LockDelay 9000h0m0s"},
 		// Checked before connecting: nothing answers on port 1.
 		{[]string{"--redis", "redis://127.0.0.1:1", "cron", "--schedule", "@every 1500ms", "j", "--", "true"}, "@every takes whole seconds"},

@@ -50,14 +50,13 @@ func (f *runFlags) options(c *command, g *globals) (session.Options, time.Durati
 		return session.Options{}, 0, c.usageErr("--kill-after %v exceeds --ttl %v: a CMD ignoring SIGTERM could outlive the lease by that much", kill, f.ttl)
 	}
 	o := session.Options{Namespace: g.namespace, TTL: f.ttl, RestartGrace: f.grace.or(0)}
-	if o.RestartGrace != 0 && o.RestartGrace < f.ttl {
-		return session.Options{}, 0, c.usageErr("--restart-grace %v is shorter than --ttl %v: a grant could overlap an unreclaimed hold", o.RestartGrace, f.ttl)
-	}
 	if f.lockDelay.def != "" {
 		o.LockDelay = f.lockDelay.or(min(kill+f.ttl/10, session.MaxDuration))
 	}
-	// The rest of the session's rules (upper bounds, ...), from their one
-	// home: flags they refuse are a usage error, not a failed connection.
+	// The session's own rules (a restart grace no shorter than the TTL,
+	// upper bounds, ...), from their one home: flags they refuse are a
+	// usage error, not a failed connection. (--ttl is checked above: 0
+	// there would be Options' default, 10s.)
 	if _, err := lease.Options(o).WithDefaults(); err != nil {
 		return session.Options{}, 0, c.usageErr("%v", err)
 	}
