@@ -81,6 +81,11 @@ func contenders() []contender {
 	return []contender{
 		{name: "raw SET NX PX + CAD", group: "raw", mutex: true, open: openRaw,
 			note: "rueidis SET NX PX, compare-and-delete script; blocking Lock retries every 1 ms"},
+		{name: "floor: lease check + clock token", group: "floor", open: openFloor,
+			note: "not a lock library, measured in the uncontended scenario only: the least a grant script does under " +
+				"issue 28's decisions (the caller's lease read with HMGET, a fencing token from TIME, then SET; a release " +
+				"script of GET and DEL), with none of leasehold's queue, lock delay or kept token: what the decisions " +
+				"cost Redis and the client before any of leasehold's own work"},
 		{name: "leasehold mutex", group: "leasehold", mutex: true, open: openLeasehold("mutex")},
 		{name: "leasehold mutex, ctx never ends", group: "leasehold", mutex: true, variant: true,
 			open: openLeaseholdNoCancel,
@@ -177,16 +182,27 @@ func (p *rawProc) TryLock(ctx context.Context, key string) (unlocker, error) {
 	if err != nil {
 		return nil, err
 	}
+	return releaseBy(p.c, rawRelease, key, val), nil
+}
+
+// releaseBy is the unlocker that runs script on key with val.
+func releaseBy(c rueidis.Client, script *rueidis.Lua, key, val string) unlocker {
 	return func(ctx context.Context) error {
 		ctx, cancel := callCtx(ctx)
 		defer cancel()
-		return rawRelease.Exec(ctx, p.c, []string{key}, []string{val}).Error()
-	}, nil
+		return script.Exec(ctx, c, []string{key}, []string{val}).Error()
+	}
 }
 
 func (p *rawProc) Lock(ctx context.Context, key string) (unlocker, error) {
+	return everyMs(ctx, key, p.TryLock)
+}
+
+// everyMs is a blocking Lock made of try: tried every millisecond until it
+// does not answer busy, or ctx ends.
+func everyMs(ctx context.Context, key string, try func(context.Context, string) (unlocker, error)) (unlocker, error) {
 	for {
-		u, err := p.TryLock(ctx, key)
+		u, err := try(ctx, key)
 		if !errors.Is(err, errBusy) {
 			return u, err
 		}
@@ -194,6 +210,64 @@ func (p *rawProc) Lock(ctx context.Context, key string) (unlocker, error) {
 			return nil, err
 		}
 	}
+}
+
+// ---- floor: a grant script with the lease check and a clock token ----
+
+var (
+	floorAcquire = rueidis.NewLuaScript(`local l = redis.call('HMGET', KEYS[2], 'g', 'x:' .. ARGV[1])
+if l[1] ~= '0' or l[2] then return -1 end
+local v = redis.call('GET', KEYS[1])
+if v then return 0 end
+local t = redis.call('TIME')
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. t[1] .. t[2], 'PX', ARGV[2])
+return 1`)
+	floorRelease = rueidis.NewLuaScript(`local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then return redis.call('DEL', KEYS[1]) end
+return 0`)
+)
+
+// floorProc is raw's proc with floor's scripts: its lease is a hash
+// written once, at open.
+type floorProc struct {
+	*rawProc
+	lease string
+}
+
+func openFloor(ctx context.Context, addr string, o procOpts) (proc, error) {
+	p, err := openRaw(ctx, addr, o)
+	if err != nil {
+		return nil, err
+	}
+	f := &floorProc{rawProc: p.(*rawProc), lease: o.ns + ":lease"}
+	cctx, cancel := callCtx(ctx)
+	defer cancel()
+	if err := f.c.Do(cctx, f.c.B().Hset().Key(f.lease).FieldValue().FieldValue("g", "0").Build()).Error(); err != nil {
+		f.c.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (p *floorProc) TryLock(ctx context.Context, key string) (unlocker, error) {
+	key = p.ns + ":" + key
+	hid := p.id + "." + strconv.FormatUint(p.seq.Add(1), 36)
+	cctx, cancel := callCtx(ctx)
+	r, err := floorAcquire.Exec(cctx, p.c, []string{key, p.lease}, []string{hid, "10000"}).AsInt64()
+	cancel()
+	switch {
+	case err != nil:
+		return nil, err
+	case r == 0:
+		return nil, errBusy
+	case r != 1:
+		return nil, fmt.Errorf("floor acquire: reply %d", r)
+	}
+	return releaseBy(p.c, floorRelease, key, hid), nil
+}
+
+func (p *floorProc) Lock(ctx context.Context, key string) (unlocker, error) {
+	return everyMs(ctx, key, p.TryLock)
 }
 
 // ---- leasehold ----

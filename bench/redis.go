@@ -269,3 +269,13 @@ func (a *admin) version(ctx context.Context) string {
 	}
 	return "?"
 }
+
+// pid is the server's process id, 0 when it is not running.
+func (s *server) pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}

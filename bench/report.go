@@ -25,19 +25,21 @@ type envInfo struct {
 }
 
 type results struct {
-	Env           envInfo
-	Config        config
-	Elapsed       string
-	Uncontended   []uncRow
-	Contended     []contRow
-	TryLock       []tryRow
-	Heartbeat     []hbRow
-	Scale         *scaleResult `json:",omitempty"`
-	Memory        *memResult   `json:",omitempty"`
-	Loss          []lossRow
-	RWMutex       []rwRow      `json:",omitempty"`
-	Flight        []flightRow  `json:",omitempty"`
-	Cluster       []clusterRow `json:",omitempty"`
+	Env         envInfo
+	Config      config
+	Elapsed     string
+	Uncontended []uncRow
+	Contended   []contRow
+	TryLock     []tryRow
+	Heartbeat   []hbRow
+	Scale       *scaleResult `json:",omitempty"`
+	Memory      *memResult   `json:",omitempty"`
+	Loss        []lossRow
+	RWMutex     []rwRow      `json:",omitempty"`
+	Flight      []flightRow  `json:",omitempty"`
+	Cluster     []clusterRow `json:",omitempty"`
+	// OneCPUErr: why the uncontended scenario has no runs on one CPU.
+	OneCPUErr     string `json:",omitempty"`
 	Targets       []target
 	HarnessErrors []string
 }
@@ -643,6 +645,38 @@ func (h *harness) uncontendedMarkdown(b *strings.Builder) {
 		if len(r.SerialMed.ServerCommands) > 0 {
 			fmt.Fprintf(b, "- %s: %s\n", r.Contender, serverCommands(r.SerialMed.ServerCommands))
 		}
+	}
+	b.WriteString("\n")
+	h.oneCPUMarkdown(b)
+}
+
+// oneCPUMarkdown reports the serial runs made with the bench and Redis on
+// one CPU, where a round trip costs the CPU work of both and a context
+// switch: the cost of each contender's path, without the wake-ups of an
+// idle CPU that make the serial figures above vary so much on a virtual
+// machine. Information, not a target: the issue's targets are the runs
+// above.
+func (h *harness) oneCPUMarkdown(b *strings.Builder) {
+	onCPU := func(r uncRow) bool { return r.Err == "" && len(r.OneCPU) > 0 }
+	if h.res.OneCPUErr != "" {
+		fmt.Fprintf(b, "No serial run on one CPU: %s.\n\n", h.res.OneCPUErr)
+	}
+	_, best, found := highest(h.res.Uncontended, func(r uncRow) bool { return r.Group == "peer" && onCPU(r) },
+		func(r uncRow) float64 { return r.OneCPUMed.OpsPerSec })
+	if !found {
+		return
+	}
+	b.WriteString("### Serial lock+release on one CPU\n\nThe serial run again, with the bench and redis-server pinned to one CPU: " +
+		"a round trip then costs the client's and Redis' CPU work and a context switch, without the wake-up of an idle CPU. " +
+		"Information, not a target.\n\n")
+	t := newTable(b, "contender", "ops/s", "x best peer", "p50 µs", "p99 µs", "client CPU µs/op", "Redis CPU µs/op", "client + Redis µs/op")
+	for _, r := range h.res.Uncontended {
+		if !onCPU(r) {
+			continue
+		}
+		u := r.OneCPUMed
+		t.row(r.Contender, num(u.OpsPerSec), ratio(u.OpsPerSec, best), num(u.P50us), num(u.P99us), num(u.ClientCPUus),
+			num(u.SrvCPUus), num(u.ClientCPUus+u.SrvCPUus))
 	}
 	b.WriteString("\n")
 }

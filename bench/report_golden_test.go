@@ -44,6 +44,13 @@ var reportCases = []struct {
 		}
 	}},
 	{"partial", partialRun},
+	{"one-cpu", func(r *results) { // the serial runs stand in for runs on one CPU
+		for i := range r.Uncontended {
+			u := &r.Uncontended[i]
+			u.OneCPU, u.OneCPUMed = u.Serial, u.SerialMed
+		}
+	}},
+	{"one-cpu-refused", func(r *results) { r.OneCPUErr = "sched_setaffinity of thread 12: operation not permitted" }},
 }
 
 // failEverything makes every scenario fail the way the harness records a

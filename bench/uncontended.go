@@ -40,8 +40,22 @@ type uncRow struct {
 	Parallel    []uncRun
 	SerialMed   uncRun
 	ParallelMed uncRun
-	Err         string `json:",omitempty"`
+	// OneCPU: the serial run with the bench and redis-server on one CPU
+	// (pinTogether), which measures their CPU work without the wake-ups
+	// of another CPU; none where pinning failed (results' OneCPUErr).
+	OneCPU    []uncRun `json:",omitempty"`
+	OneCPUMed uncRun
+	Err       string `json:",omitempty"`
 }
+
+// uncMode is one of the uncontended scenario's runs.
+type uncMode int
+
+const (
+	uncSerial   uncMode = iota // one goroutine, one key
+	uncParallel                // Workers goroutines, a key each
+	uncOneCPU                  // uncSerial with the bench and Redis on one CPU
+)
 
 func (h *harness) runUncontended(ctx context.Context) {
 	cs := contenders()
@@ -55,17 +69,29 @@ func (h *harness) runUncontended(ctx context.Context) {
 			if row.Err != "" {
 				continue
 			}
-			for _, par := range []bool{false, true} {
-				u, err := h.uncontended(ctx, c, par, r)
+			for _, mode := range []uncMode{uncSerial, uncParallel, uncOneCPU} {
+				if mode == uncOneCPU && h.res.OneCPUErr != "" {
+					continue
+				}
+				u, err := h.uncontended(ctx, c, mode, r)
+				var pe pinError
+				if errors.As(err, &pe) {
+					h.res.OneCPUErr = pe.Error()
+					h.logf("uncontended: no run on one CPU: %v", pe)
+					continue
+				}
 				if err != nil {
 					row.Err = err.Error()
 					h.harnessErr("uncontended %s: %v", c.name, err)
 					break
 				}
-				if par {
-					row.Parallel = append(row.Parallel, u)
-				} else {
+				switch mode {
+				case uncSerial:
 					row.Serial = append(row.Serial, u)
+				case uncParallel:
+					row.Parallel = append(row.Parallel, u)
+				case uncOneCPU:
+					row.OneCPU = append(row.OneCPU, u)
 				}
 			}
 		}
@@ -74,6 +100,7 @@ func (h *harness) runUncontended(ctx context.Context) {
 	for _, row := range rows {
 		row.SerialMed = medianOf(row.Serial)
 		row.ParallelMed = medianOf(row.Parallel)
+		row.OneCPUMed = medianOf(row.OneCPU)
 		if n := len(row.Serial); n > 0 {
 			row.SerialMed.ServerCommands = row.Serial[n-1].ServerCommands
 		}
@@ -89,12 +116,19 @@ func indexes(n int) []int {
 	return out
 }
 
+// pinError is a failure to pin the bench and Redis to one CPU: the
+// scenario goes on without its one-CPU runs.
+type pinError struct{ err error }
+
+func (e pinError) Error() string { return e.err.Error() }
+
 // uncontended runs lock+release in a loop: one goroutine on one key, or
-// Workers goroutines each on its own key, all sharing one proc (one client).
+// Workers goroutines each on its own key, all sharing one proc (one client);
+// serially on one CPU for uncOneCPU, from before the warm-up on.
 // The workers warm up, park, and are counted from a common start until a
 // stop flag, so that the snapshots around the counted phase see no request
 // in flight: requests per lock+release are exact, not window-edge estimates.
-func (h *harness) uncontended(ctx context.Context, c contender, parallel bool, round int) (uncRun, error) {
+func (h *harness) uncontended(ctx context.Context, c contender, mode uncMode, round int) (uncRun, error) {
 	if err := h.adm.flush(ctx); err != nil {
 		return uncRun{}, err
 	}
@@ -104,8 +138,16 @@ func (h *harness) uncontended(ctx context.Context, c contender, parallel bool, r
 	}
 	defer h.closeProcs(c, ps)
 	n, scen := 1, "uncontended-serial"
-	if parallel {
+	switch mode {
+	case uncParallel:
 		n, scen = h.cfg.Workers, "uncontended-parallel"
+	case uncOneCPU:
+		scen = "uncontended-onecpu"
+		restore, err := pinTogether(h.srv.pid())
+		if err != nil {
+			return uncRun{}, pinError{err}
+		}
+		defer restore()
 	}
 	ws := startUncWorkers(ctx, ps[0], n)
 	defer ws.cancel()
