@@ -19,6 +19,9 @@ import (
 // context switch, not a wake-up of another CPU, which on a virtual machine
 // costs more than the work and varies from run to run.
 func pinTogether(pid int) (restore func(), err error) {
+	if pid <= 0 { // sched_getaffinity(0) would be this thread's
+		return nil, errors.New("redis-server is not running")
+	}
 	var mine, its unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &mine); err != nil {
 		return nil, fmt.Errorf("sched_getaffinity: %w", err)
