@@ -64,7 +64,7 @@ type procOpts struct {
 
 type contender struct {
 	name  string // row label
-	group string // "raw", "leasehold", "peer"
+	group string // "raw", "floor", "leasehold", "peer"
 	mutex bool   // a mutex: compared in the contended and TryLock scenarios
 	// variant: a variant of "leasehold mutex" measured for information
 	// only: never a target row, and left out where it measures nothing
@@ -83,7 +83,7 @@ func contenders() []contender {
 			note: "rueidis SET NX PX, compare-and-delete script; blocking Lock retries every 1 ms"},
 		{name: "floor: lease check + clock token", group: "floor", open: openFloor,
 			note: "not a lock library, measured in the uncontended scenario only: the least a grant script does under " +
-				"issue 28's decisions (the caller's lease read with HMGET, a fencing token from TIME, then SET; a release " +
+				"issue 28's decisions (the caller's lease read with HMGET, a fencing token from TIME (µs), then SET; a release " +
 				"script of GET and DEL), with none of leasehold's queue, lock delay or kept token: what the decisions " +
 				"cost Redis and the client before any of leasehold's own work"},
 		{name: "leasehold mutex", group: "leasehold", mutex: true, open: openLeasehold("mutex")},
@@ -220,7 +220,9 @@ if l[1] ~= '0' or l[2] then return -1 end
 local v = redis.call('GET', KEYS[1])
 if v then return 0 end
 local t = redis.call('TIME')
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. t[1] .. t[2], 'PX', ARGV[2])
+local us = t[2]
+if #us < 6 then us = string.sub('00000' .. us, -6) end
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. t[1] .. us, 'PX', ARGV[2])
 return 1`)
 	floorRelease = rueidis.NewLuaScript(`local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then return redis.call('DEL', KEYS[1]) end

@@ -7,20 +7,25 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
 // pinTogether puts every thread of this process and of process pid on one
-// CPU, the lowest this process may use, and returns what gives each
-// process its affinity back (threads started meanwhile included). It is
+// CPU, the lowest both may use, and returns what gives each process its
+// affinity back (threads started meanwhile included). pid must be a
+// running redis-server. It is
 // the "serial on one CPU" run of the uncontended scenario: with the
 // client and Redis on one CPU, a round trip costs their CPU work and a
 // context switch, not a wake-up of another CPU, which on a virtual machine
 // costs more than the work and varies from run to run.
-func pinTogether(pid int) (restore func(), err error) {
+func pinTogether(pid int) (restore func() error, err error) {
 	if pid <= 0 { // sched_getaffinity(0) would be this thread's
 		return nil, errors.New("redis-server is not running")
+	}
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || !strings.HasPrefix(string(comm), "redis-server") {
+		return nil, fmt.Errorf("process %d is not redis-server (%q, %v)", pid, comm, err)
 	}
 	var mine, its unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &mine); err != nil {
@@ -38,16 +43,14 @@ func pinTogether(pid int) (restore func(), err error) {
 	if cpu < 0 {
 		return nil, errors.New("no CPU both processes may use")
 	}
-	restore = func() {
-		_ = setThreads(os.Getpid(), &mine)
-		_ = setThreads(pid, &its)
+	restore = func() error {
+		return errors.Join(setThreads(os.Getpid(), &mine), setThreads(pid, &its))
 	}
 	var one unix.CPUSet
 	one.Set(cpu)
 	for _, p := range []int{os.Getpid(), pid} {
 		if err := setThreads(p, &one); err != nil {
-			restore()
-			return nil, err
+			return nil, errors.Join(err, restore())
 		}
 	}
 	return restore, nil

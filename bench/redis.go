@@ -270,12 +270,18 @@ func (a *admin) version(ctx context.Context) string {
 	return "?"
 }
 
-// pid is the server's process id, 0 when it is not running.
+// pid is the server's process id, 0 when it is not running (killed, or
+// exited and reaped: its pid may be another process's by now).
 func (s *server) pid() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	select {
+	case <-s.done:
+		return 0
+	default:
+		return s.cmd.Process.Pid
+	}
 }

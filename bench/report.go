@@ -658,11 +658,15 @@ func (h *harness) uncontendedMarkdown(b *strings.Builder) {
 // above.
 func (h *harness) oneCPUMarkdown(b *strings.Builder) {
 	onCPU := func(r uncRow) bool { return r.Err == "" && len(r.OneCPU) > 0 }
-	if h.res.OneCPUErr != "" {
-		fmt.Fprintf(b, "No serial run on one CPU: %s.\n\n", h.res.OneCPUErr)
-	}
 	_, best, found := highest(h.res.Uncontended, func(r uncRow) bool { return r.Group == "peer" && onCPU(r) },
 		func(r uncRow) float64 { return r.OneCPUMed.OpsPerSec })
+	if h.res.OneCPUErr != "" {
+		what := "No serial run on one CPU"
+		if slices.ContainsFunc(h.res.Uncontended, onCPU) {
+			what = "Some serial runs on one CPU are missing"
+		}
+		fmt.Fprintf(b, "%s: %s.\n\n", what, h.res.OneCPUErr)
+	}
 	if !found {
 		return
 	}
@@ -671,6 +675,9 @@ func (h *harness) oneCPUMarkdown(b *strings.Builder) {
 		"Information, not a target.\n\n")
 	t := newTable(b, "contender", "ops/s", "x best peer", "p50 µs", "p99 µs", "client CPU µs/op", "Redis CPU µs/op", "client + Redis µs/op")
 	for _, r := range h.res.Uncontended {
+		if r.OneCPUErr != "" && len(r.OneCPU) == 0 {
+			t.row(r.Contender, "ERROR: "+r.OneCPUErr)
+		}
 		if !onCPU(r) {
 			continue
 		}

@@ -44,13 +44,29 @@ var reportCases = []struct {
 		}
 	}},
 	{"partial", partialRun},
-	{"one-cpu", func(r *results) { // the serial runs stand in for runs on one CPU
-		for i := range r.Uncontended {
-			u := &r.Uncontended[i]
-			u.OneCPU, u.OneCPUMed = u.Serial, u.SerialMed
-		}
-	}},
+	{"one-cpu", oneCPURun},
 	{"one-cpu-refused", func(r *results) { r.OneCPUErr = "sched_setaffinity of thread 12: operation not permitted" }},
+	{"one-cpu-partial", func(r *results) {
+		oneCPURun(r)
+		r.OneCPUErr = "sched_setaffinity of thread 12: operation not permitted"
+		r.Uncontended[uncIndex(r, "redsync")].OneCPU = nil
+		l := &r.Uncontended[uncIndex(r, lh)]
+		l.OneCPU, l.OneCPUErr = nil, "no lock+release completed (0 errors: [])"
+	}},
+}
+
+// oneCPURun gives every uncontended row runs on one CPU (its serial runs
+// stand in for them) and adds a floor row (raw's, renamed), which must
+// never be taken for the best peer.
+func oneCPURun(r *results) {
+	for i := range r.Uncontended {
+		u := &r.Uncontended[i]
+		u.OneCPU, u.OneCPUMed = u.Serial, u.SerialMed
+	}
+	f := r.Uncontended[uncIndex(r, raw)]
+	f.Contender, f.Group = "floor: lease check + clock token", "floor"
+	f.OneCPUMed.OpsPerSec *= 10
+	r.Uncontended = append(r.Uncontended, f)
 }
 
 // failEverything makes every scenario fail the way the harness records a

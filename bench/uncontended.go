@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,9 @@ type uncRow struct {
 	// of another CPU; none where pinning failed (results' OneCPUErr).
 	OneCPU    []uncRun `json:",omitempty"`
 	OneCPUMed uncRun
+	// OneCPUErr: the error that ended this contender's runs on one CPU;
+	// it leaves the other runs (and Err) alone.
+	OneCPUErr string `json:",omitempty"`
 	Err       string `json:",omitempty"`
 }
 
@@ -70,14 +74,19 @@ func (h *harness) runUncontended(ctx context.Context) {
 				continue
 			}
 			for _, mode := range []uncMode{uncSerial, uncParallel, uncOneCPU} {
-				if mode == uncOneCPU && h.res.OneCPUErr != "" {
+				if mode == uncOneCPU && (h.res.OneCPUErr != "" || row.OneCPUErr != "") {
 					continue
 				}
 				u, err := h.uncontended(ctx, c, mode, r)
 				var pe pinError
-				if errors.As(err, &pe) {
+				switch {
+				case errors.As(err, &pe):
 					h.res.OneCPUErr = pe.Error()
-					h.logf("uncontended: no run on one CPU: %v", pe)
+					h.logf("uncontended: no more runs on one CPU: %v", pe)
+					continue
+				case err != nil && mode == uncOneCPU:
+					row.OneCPUErr = err.Error()
+					h.logf("uncontended on one CPU %s: %v", c.name, err)
 					continue
 				}
 				if err != nil {
@@ -122,6 +131,24 @@ type pinError struct{ err error }
 
 func (e pinError) Error() string { return e.err.Error() }
 
+// oneCPU pins the bench and its Redis to one CPU with GOMAXPROCS 1 (a
+// second P would only spin on the same CPU) and returns what undoes both.
+// An error putting the old affinity back is a harness error: later
+// scenarios would run on one CPU.
+func (h *harness) oneCPU() (restore func(), err error) {
+	unpin, err := pinTogether(h.srv.pid())
+	if err != nil {
+		return nil, pinError{err}
+	}
+	procs := runtime.GOMAXPROCS(1)
+	return func() {
+		runtime.GOMAXPROCS(procs)
+		if err := unpin(); err != nil {
+			h.harnessErr("uncontended on one CPU: give the old CPU affinity back: %v", err)
+		}
+	}, nil
+}
+
 // uncontended runs lock+release in a loop: one goroutine on one key, or
 // Workers goroutines each on its own key, all sharing one proc (one client);
 // serially on one CPU for uncOneCPU, from before the warm-up on.
@@ -143,9 +170,9 @@ func (h *harness) uncontended(ctx context.Context, c contender, mode uncMode, ro
 		n, scen = h.cfg.Workers, "uncontended-parallel"
 	case uncOneCPU:
 		scen = "uncontended-onecpu"
-		restore, err := pinTogether(h.srv.pid())
+		restore, err := h.oneCPU()
 		if err != nil {
-			return uncRun{}, pinError{err}
+			return uncRun{}, err
 		}
 		defer restore()
 	}
