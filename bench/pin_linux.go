@@ -12,14 +12,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pinTogether puts every thread of this process and of process pid on one
-// CPU, the lowest both may use, and returns what gives each process its
-// affinity back (threads started meanwhile included). pid must be a
-// running redis-server. It is
-// the "serial on one CPU" run of the uncontended scenario: with the
-// client and Redis on one CPU, a round trip costs their CPU work and a
-// context switch, not a wake-up of another CPU, which on a virtual machine
-// costs more than the work and varies from run to run.
+// pinTogether puts every thread of this process and of process pid, a
+// running redis-server, on one CPU, the lowest both may use, and returns
+// what gives each process its affinity back (threads started meanwhile
+// included). It makes the "serial on one CPU" run of the uncontended
+// scenario: with the client and Redis on one CPU, a round trip costs their
+// CPU work and a context switch, not a wake-up of another CPU, which on a
+// virtual machine costs more than the work and varies from run to run.
 func pinTogether(pid int) (restore func() error, err error) {
 	if pid <= 0 { // sched_getaffinity(0) would be this thread's
 		return nil, errors.New("redis-server is not running")
