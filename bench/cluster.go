@@ -18,7 +18,11 @@ package main
 // near the k-th point of a bit-reversal sequence (scripts.ShardTag), so on
 // the bench's evenly split cluster 16 shards land 6 / 5 / 5 on the masters;
 // each run records it (ShardsPerMaster), since it bounds the busiest
-// master's share from below whatever the library does.
+// master's share from below whatever the library does. The sharded floor
+// (floorProc with the same shards) is never judged: it is what issue 28's
+// decisions cost Redis on this path before any of leasehold's own work, so
+// that a run shows how much of the gap to rueidislock those decisions
+// leave (clusterRedisRatios).
 
 import (
 	"cmp"
@@ -60,6 +64,7 @@ const (
 	clusterSpread  = "leasehold, 3 namespaces (one per master)"
 	clusterRL      = "rueidislock KeyMajority 1"
 	clusterSharded = "leasehold, one sharded namespace"
+	clusterFloor   = "floor: lease check + clock token, sharded"
 )
 
 func clusterContenders() []contender {
@@ -70,6 +75,8 @@ func clusterContenders() []contender {
 			note: fmt.Sprintf("mutex; one session per client, all in one namespace of Shards %d: a name's shard is FNV-1a(name) mod %d, each shard a hash slot of its own ({ns#k.x}:), so the namespace uses every master", clusterShards, clusterShards)},
 		{name: clusterSpread, group: "leasehold", open: openLeaseholdSpread,
 			note: "mutex; 3 sessions per client, one per namespace, each namespace's slot on another master; a name goes to the namespace its FNV hash picks"},
+		{name: clusterFloor, group: "floor", open: openFloor, shards: clusterShards,
+			note: fmt.Sprintf("not a lock library, never judged: the uncontended scenario's floor (a grant script of HMGET of the caller's lease, GET, TIME, SET PX; a release script of GET and DEL), sharded as the sharded namespace is (%d shards, the same hash slots, a lease hash per shard), one call per lock and per release: what issue 28's decisions cost Redis here before any of leasehold's work or batching", clusterShards)},
 		{name: clusterRL, group: "peer", open: openRueidislock(1),
 			note: "1 key per lock, no hash tag: keys spread over every slot; client-side caching on (its default)"},
 		{name: raw, group: "raw", open: openRaw,

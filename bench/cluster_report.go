@@ -173,6 +173,7 @@ func (h *harness) clusterMarkdown(b *strings.Builder) {
 			h.clusterBound(m), count(int(m.Errors)))
 	}
 	b.WriteString("\n")
+	h.clusterRedisRatios(b)
 	for _, r := range h.res.Cluster {
 		if r.Note == "" {
 			continue
@@ -184,4 +185,32 @@ func (h *harness) clusterMarkdown(b *strings.Builder) {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+}
+
+// clusterRedisRatios writes each row's Redis CPU per lock+release against
+// rueidislock's and, when the sharded floor ran, the sharded namespace's
+// against the floor's: where Redis bounds, ops/s follows their inverse,
+// which a run bound by the machine's CPUs does not show.
+func (h *harness) clusterRedisRatios(b *strings.Builder) {
+	rl, ok := h.clusterRow(clusterRL)
+	if !ok || rl.Med.RedisCPUus <= 0 {
+		return
+	}
+	var parts []string
+	for _, r := range h.res.Cluster {
+		if r.Contender == clusterRL || r.Err != "" || len(r.Rounds) == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2fx", r.Contender, r.Med.RedisCPUus/rl.Med.RedisCPUus))
+	}
+	if len(parts) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "Redis CPU per lock+release, x rueidislock's (where Redis bounds, ops/s follows the inverse): %s.", strings.Join(parts, "; "))
+	sh, ok1 := h.clusterRow(clusterSharded)
+	fl, ok2 := h.clusterRow(clusterFloor)
+	if ok1 && ok2 && fl.Med.RedisCPUus > 0 {
+		fmt.Fprintf(b, " The sharded namespace spends %.2fx the sharded floor's: leasehold's own work over what issue 28's decisions cost.", sh.Med.RedisCPUus/fl.Med.RedisCPUus)
+	}
+	b.WriteString("\n\n")
 }

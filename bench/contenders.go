@@ -82,7 +82,7 @@ func contenders() []contender {
 		{name: "raw SET NX PX + CAD", group: "raw", mutex: true, open: openRaw,
 			note: "rueidis SET NX PX, compare-and-delete script; blocking Lock retries every 1 ms"},
 		{name: "floor: lease check + clock token", group: "floor", open: openFloor,
-			note: "not a lock library, measured in the uncontended scenario only: the least a grant script does under " +
+			note: "not a lock library, never a peer (measured in the uncontended scenario; the cluster scenario has a sharded one): the least a grant script does under " +
 				"issue 28's decisions (the caller's lease read with HMGET, a fencing token from TIME (µs), then SET; a release " +
 				"script of GET and DEL), with none of leasehold's queue, lock delay or kept token: what the decisions " +
 				"cost Redis and the client before any of leasehold's own work"},
@@ -230,10 +230,15 @@ return 0`)
 )
 
 // floorProc is raw's proc with floor's scripts: its lease is a hash
-// written once, at open.
+// written once, at open. With procOpts.shards > 1 (the cluster scenario)
+// it is sharded as a leasehold namespace is: a name lives in shard
+// scripts.ShardOf(name, shards), under that shard's key prefix (a hash
+// slot of its own), and every shard has a lease hash of its own, since
+// the grant script must read the caller's lease in the slot of the name.
 type floorProc struct {
 	*rawProc
-	lease string
+	keys   []scripts.Keys // one per shard; one for an unsharded floor
+	leases []string       // the lease hash of each of keys
 }
 
 func openFloor(ctx context.Context, addr string, o procOpts) (proc, error) {
@@ -241,21 +246,39 @@ func openFloor(ctx context.Context, addr string, o procOpts) (proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &floorProc{rawProc: p.(*rawProc), lease: o.ns + ":lease"}
+	f := &floorProc{rawProc: p.(*rawProc)}
+	if o.shards > 1 {
+		for k := range o.shards {
+			f.keys = append(f.keys, scripts.ShardKeys(o.ns, k))
+		}
+	} else {
+		f.keys = []scripts.Keys{{Prefix: o.ns + ":"}}
+	}
+	cmds := make(rueidis.Commands, len(f.keys))
+	for i, k := range f.keys {
+		f.leases = append(f.leases, k.Lease(f.id))
+		cmds[i] = f.c.B().Hset().Key(f.leases[i]).FieldValue().FieldValue("g", "0").Build()
+	}
 	cctx, cancel := callCtx(ctx)
 	defer cancel()
-	if err := f.c.Do(cctx, f.c.B().Hset().Key(f.lease).FieldValue().FieldValue("g", "0").Build()).Error(); err != nil {
-		f.c.Close()
-		return nil, err
+	for _, r := range f.c.DoMulti(cctx, cmds...) {
+		if err := r.Error(); err != nil {
+			f.c.Close()
+			return nil, err
+		}
 	}
 	return f, nil
 }
 
 func (p *floorProc) TryLock(ctx context.Context, key string) (unlocker, error) {
-	key = p.ns + ":" + key
+	k := 0
+	if len(p.keys) > 1 {
+		k = scripts.ShardOf(key, len(p.keys))
+	}
+	key, lease := p.keys[k].Mutex(key), p.leases[k]
 	hid := p.id + "." + strconv.FormatUint(p.seq.Add(1), 36)
 	cctx, cancel := callCtx(ctx)
-	r, err := floorAcquire.Exec(cctx, p.c, []string{key, p.lease}, []string{hid, "10000"}).AsInt64()
+	r, err := floorAcquire.Exec(cctx, p.c, []string{key, lease}, []string{hid, "10000"}).AsInt64()
 	cancel()
 	switch {
 	case err != nil:
