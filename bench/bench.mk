@@ -2,7 +2,7 @@
 # its own) against a redis-server they start on a free loopback port.
 # Included from the top-level Makefile, which defines GO and redis-server.
 #
-#   make bench                      full run, about 10 minutes
+#   make bench                      full run, about 11 minutes
 #   make bench BENCH_FLAGS=-quick   quick run, about 2 minutes
 #   make bench BENCH_FLAGS='-scenarios contended -rounds 9'
 #   make bench BENCH_FLAGS='-quick -scenarios cluster'
