@@ -76,7 +76,7 @@ func clusterContenders() []contender {
 		{name: clusterSpread, group: "leasehold", open: openLeaseholdSpread,
 			note: "mutex; 3 sessions per client, one per namespace, each namespace's slot on another master; a name goes to the namespace its FNV hash picks"},
 		{name: clusterFloor, group: "floor", open: openFloor, shards: clusterShards,
-			note: fmt.Sprintf("not a lock library, never judged: the uncontended scenario's floor (a grant script of HMGET of the caller's lease, GET, TIME, SET PX; a release script of GET and DEL), sharded as the sharded namespace is (%d shards, the same hash slots, a lease hash per shard), one call per lock and per release: what issue 28's decisions cost Redis here before any of leasehold's work or batching", clusterShards)},
+			note: fmt.Sprintf("not a lock library, never judged: the uncontended scenario's floor (a grant script of HMGET of the caller's lease, GET, TIME, SET PX; a release script of GET and DEL), sharded as the sharded namespace is (%d shards, each a hash slot in the same window as the namespace's shard, so on the same master; a lease hash per shard; the migration probe declared as leasehold's scripts declare it), one call per lock and per release: what issue 28's decisions cost Redis here before any of leasehold's work or batching", clusterShards)},
 		{name: clusterRL, group: "peer", open: openRueidislock(1),
 			note: "1 key per lock, no hash tag: keys spread over every slot; client-side caching on (its default)"},
 		{name: raw, group: "raw", open: openRaw,

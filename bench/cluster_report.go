@@ -198,7 +198,7 @@ func (h *harness) clusterRedisRatios(b *strings.Builder) {
 	}
 	var parts []string
 	for _, r := range h.res.Cluster {
-		if r.Contender == clusterRL || r.Err != "" || len(r.Rounds) == 0 {
+		if r.Contender == clusterRL || r.Err != "" || len(r.Rounds) == 0 || r.Med.RedisCPUus <= 0 {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s %.2fx", r.Contender, r.Med.RedisCPUus/rl.Med.RedisCPUus))

@@ -182,15 +182,15 @@ func (p *rawProc) TryLock(ctx context.Context, key string) (unlocker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return releaseBy(p.c, rawRelease, key, val), nil
+	return releaseBy(p.c, rawRelease, val, key), nil
 }
 
-// releaseBy is the unlocker that runs script on key with val.
-func releaseBy(c rueidis.Client, script *rueidis.Lua, key, val string) unlocker {
+// releaseBy is the unlocker that runs script on keys with val.
+func releaseBy(c rueidis.Client, script *rueidis.Lua, val string, keys ...string) unlocker {
 	return func(ctx context.Context) error {
 		ctx, cancel := callCtx(ctx)
 		defer cancel()
-		return script.Exec(ctx, c, []string{key}, []string{val}).Error()
+		return script.Exec(ctx, c, keys, []string{val}).Error()
 	}
 }
 
@@ -235,10 +235,15 @@ return 0`)
 // scripts.ShardOf(name, shards), under that shard's key prefix (a hash
 // slot of its own), and every shard has a lease hash of its own, since
 // the grant script must read the caller's lease in the slot of the name.
+// Its calls then also declare the shard's migration probe, as every
+// leasehold script does on a cluster (scripts.Script's keysFor): the probe
+// is what keeps a script from running while its slot migrates, part of
+// what a safe grant costs there, not leasehold's own work.
 type floorProc struct {
 	*rawProc
 	keys   []scripts.Keys // one per shard; one for an unsharded floor
 	leases []string       // the lease hash of each of keys
+	probes []string       // the migration probe of each of keys; nil unsharded
 }
 
 func openFloor(ctx context.Context, addr string, o procOpts) (proc, error) {
@@ -257,6 +262,9 @@ func openFloor(ctx context.Context, addr string, o procOpts) (proc, error) {
 	cmds := make(rueidis.Commands, len(f.keys))
 	for i, k := range f.keys {
 		f.leases = append(f.leases, k.Lease(f.id))
+		if o.shards > 1 {
+			f.probes = append(f.probes, k.Prefix+"migrating")
+		}
 		cmds[i] = f.c.B().Hset().Key(f.leases[i]).FieldValue().FieldValue("g", "0").Build()
 	}
 	cctx, cancel := callCtx(ctx)
@@ -275,10 +283,14 @@ func (p *floorProc) TryLock(ctx context.Context, key string) (unlocker, error) {
 	if len(p.keys) > 1 {
 		k = scripts.ShardOf(key, len(p.keys))
 	}
-	key, lease := p.keys[k].Mutex(key), p.leases[k]
+	key = p.keys[k].Mutex(key)
+	keys := []string{key, p.leases[k]}
+	if p.probes != nil {
+		keys = append(keys, p.probes[k])
+	}
 	hid := p.id + "." + strconv.FormatUint(p.seq.Add(1), 36)
 	cctx, cancel := callCtx(ctx)
-	r, err := floorAcquire.Exec(cctx, p.c, []string{key, lease}, []string{hid, "10000"}).AsInt64()
+	r, err := floorAcquire.Exec(cctx, p.c, keys, []string{hid, "10000"}).AsInt64()
 	cancel()
 	switch {
 	case err != nil:
@@ -288,7 +300,10 @@ func (p *floorProc) TryLock(ctx context.Context, key string) (unlocker, error) {
 	case r != 1:
 		return nil, fmt.Errorf("floor acquire: reply %d", r)
 	}
-	return releaseBy(p.c, floorRelease, key, hid), nil
+	if p.probes != nil {
+		return releaseBy(p.c, floorRelease, hid, key, p.probes[k]), nil
+	}
+	return releaseBy(p.c, floorRelease, hid, key), nil
 }
 
 func (p *floorProc) Lock(ctx context.Context, key string) (unlocker, error) {
