@@ -242,18 +242,14 @@ func batchGrants(res rueidis.RedisResult, werr error, n int, name func(i int) st
 }
 
 // batchGrant reads one attempt's reply of a batch acquire script: a grant
-// as parseGrant reads it, or slow; werr is the batch's WAIT outcome.
+// as parseAcquire reads it, or slow; werr is the batch's WAIT outcome.
 func batchGrant(m rueidis.RedisMessage, name string, werr error) (out attemptResult) {
-	r, err := m.ToArray()
-	if err != nil {
-		return attemptResult{err: err}
-	}
-	if len(r) == 1 {
+	if r, err := m.ToArray(); err == nil && len(r) == 1 {
 		if c, err := r[0].AsInt64(); err == nil && c == replySlow {
 			return attemptResult{slow: true}
 		}
 	}
-	out.g, out.err = parseGrant(r, name)
+	out.g, out.err = parseAcquire(&m, name)
 	if out.err == nil && out.g.Status == Granted && werr != nil {
 		out.err = werr // not replicated: the caller rolls the grant back
 	}

@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -437,4 +438,45 @@ func TestTryReadsLeaseOnlyToGrant(t *testing.T) {
 	}
 	w.do("HSET", w.e.K.Lease("d"), "g", "1") // not told yet that no grace runs: the full path grants
 	try("free", HoldID("d", 1), Granted)
+}
+
+// TestGrantReplyForms: a grant on a mutex's fast path answers its bare
+// token; the full path (here a retry by the holder) answers {1, token}; the
+// client reads both as the same grant (parseAcquire), and a reply of
+// neither form is an error, not a grant.
+func TestGrantReplyForms(t *testing.T) {
+	w, ctx := startWorld(t)
+	k, _ := Mutex.spec()
+	hid := HoldID("a", 1)
+	call := func() rueidis.RedisMessage {
+		t.Helper()
+		x := k.acquire(w.e, mutexRes("m"), hid, "0")
+		res, _ := w.e.execWait(ctx, x.s, x.keys, x.args)
+		m, err := res.ToMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	fast := call()
+	if fast.IsArray() {
+		t.Fatalf("fast-path grant replied %v, want a bare token", fast)
+	}
+	g1, err := parseAcquire(&fast, "m")
+	if err != nil || g1.Status != Granted || g1.Token <= 0 || g1.Resource != "m" {
+		t.Fatalf("parseAcquire(fast grant) = %+v, %v", g1, err)
+	}
+	full := call() // the holder again: the full path's retry answer
+	if !full.IsArray() {
+		t.Fatalf("full-path grant replied %v, want {1, token}", full)
+	}
+	g2, err := parseAcquire(&full, "m")
+	if err != nil || g2 != g1 {
+		t.Fatalf("parseAcquire(full grant) = %+v, %v; want %+v", g2, err, g1)
+	}
+	bad := w.do("ECHO", "granted") // a bulk string that is no token
+	m, _ := bad.ToMessage()
+	if g, err := parseAcquire(&m, "m"); !errors.Is(err, errReply) {
+		t.Fatalf("parseAcquire(%q) = %+v, %v; want errReply", "granted", g, err)
+	}
 }

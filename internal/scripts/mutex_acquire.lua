@@ -12,8 +12,9 @@
 -- Redis a string on every call, and every number the script formats or
 -- parses costs it a printf or a strtod, and this script runs for every
 -- lock)
--- Returns {1, token} when granted (also when already granted to this hold id,
--- so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
+-- Returns the bare token when its fast path grants (see parseAcquire), {1,
+-- token} when the full path does (also when already granted to this hold
+-- id, so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
 -- when not; {-8, grace ms} when not, during a restart grace, to a caller that
 -- does not queue; {-1} when the caller's own lease is gone; {-5} when the
 -- epoch marker is missing (see common.lua grace_left). A caller that does

@@ -96,6 +96,6 @@ elseif last ~= nil or wait then
     end
     local tok, n = new_token(last)
     redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
-    return {R_GRANTED, n}
+    return n -- a grant: its bare token (see parseAcquire)
   end
 end

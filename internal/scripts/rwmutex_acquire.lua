@@ -6,7 +6,8 @@
 -- ARGV[1] hold id   ARGV[2] options "<queue><sharded><shared>": queue "1"
 -- to queue when busy, sharded "1" for sharded pub/sub, shared "1" for a
 -- read (shared) hold, "0" for a write (exclusive) one
--- Returns {1, token} when granted (also when already granted to this hold
+-- Returns the bare token when its fast path grants (see parseAcquire), {1,
+-- token} when the full path does (also when already granted to this hold
 -- id, so a retry after a lost reply is safe); {0, wait ms, queue position or
 -- -1} when not; {-8, grace ms} when not, during a restart grace, to a caller
 -- that does not queue; {-1} when the caller's own lease is gone; {-5} when

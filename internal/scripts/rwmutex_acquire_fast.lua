@@ -48,7 +48,7 @@ if not writer and st[2] and not st[3] and not st[4] then
         redis.call('HSET', k, 'w', hid, 'wld', ld, 'tok', tok, 'i', idle)
         redis.call('PEXPIRE', k, held)
       end
-      return {R_GRANTED, n}
+      return n -- a grant: its bare token (see parseAcquire)
     end
   end
 elseif writer and writer ~= hid then

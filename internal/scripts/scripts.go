@@ -287,11 +287,11 @@ func (e Env) acquireCall(ctx context.Context, a kindCall) (Grant, error) {
 	x := k.acquire(e, r, hid, a.queue(k))
 	return retryEpoch(ctx, e, func() (Grant, bool, error) {
 		res, werr := e.execWait(ctx, x.s, x.keys, x.args)
-		v, err := res.ToArray()
+		m, err := res.ToMessage()
 		if err != nil {
 			return Grant{}, false, err
 		}
-		g, err := parseGrant(v, r.Name)
+		g, err := parseAcquire(&m, r.Name)
 		if err != nil {
 			return g, false, err
 		}
@@ -364,9 +364,27 @@ func (e Env) InitEpoch(ctx context.Context) error {
 	return err
 }
 
-// parseGrant reads the reply shared by every acquire script: integers (a
-// token may come as its decimal string, see new_token in fastpath.lua),
-// but for a grant's resource (a pool member), a string third.
+// parseAcquire reads one acquire reply: a grant of resource name on a fast
+// path comes as its bare token, an integer or its decimal string (see
+// new_token in fastpath.lua), which spares Redis a table and its
+// conversion (docs/protocol.md, "Replies"); every other reply is an array
+// parseGrant reads.
+func parseAcquire(m *rueidis.RedisMessage, name string) (Grant, error) {
+	if !m.IsArray() {
+		tok, err := m.AsInt64()
+		if err != nil {
+			return Grant{}, fmt.Errorf("%w: %v", errReply, err)
+		}
+		return Grant{Status: Granted, Token: tok, Resource: name}, nil
+	}
+	v, _ := m.ToArray()
+	return parseGrant(v, name)
+}
+
+// parseGrant reads the array reply shared by every acquire script:
+// integers (a token may come as its decimal string, see new_token in
+// fastpath.lua), but for a grant's resource (a pool member), a string
+// third.
 func parseGrant(v []rueidis.RedisMessage, name string) (Grant, error) {
 	ints := make([]int64, 0, 3)
 	resource := name

@@ -4,7 +4,8 @@
 -- KEYS[4] the caller's lease {ns}:s:<sid>
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] name   ARGV[6] n   ARGV[7] the caller's limit
--- Returns {1, token} when granted (idempotent per hold id, even after the
+-- Returns the bare token when its fast path grants (see parseAcquire), {1,
+-- token} when the full path does (idempotent per hold id, even after the
 -- limit changed); {0, wait ms, position or -1} when not; {-8, grace ms}
 -- when not, during a restart grace, to a caller that does not queue; {-1}
 -- when the caller's lease is gone; {-2, stored limit} when the stored limit

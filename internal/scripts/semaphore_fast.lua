@@ -50,7 +50,7 @@ local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   if not st[4] then
     redis.call('PEXPIRE', meta, held, 'GT')
   end
-  return {R_GRANTED, t}
+  return t -- a grant: its bare token (see parseAcquire)
 end
 
 -- sem_release_fast returns the n permits (string n_s, as granted) of hid

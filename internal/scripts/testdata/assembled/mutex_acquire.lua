@@ -1,4 +1,4 @@
-local R_GRANTED, R_BUSY, K_LEASE, K_QUEUE = 1, 0, "s:", "q:"
+local R_BUSY, K_LEASE, K_QUEUE = 0, "s:", "q:"
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
@@ -55,8 +55,9 @@ end
 -- Redis a string on every call, and every number the script formats or
 -- parses costs it a printf or a strtod, and this script runs for every
 -- lock)
--- Returns {1, token} when granted (also when already granted to this hold id,
--- so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
+-- Returns the bare token when its fast path grants (see parseAcquire), {1,
+-- token} when the full path does (also when already granted to this hold
+-- id, so a retry after a lost reply is safe); {0, wait ms, queue position or -1}
 -- when not; {-8, grace ms} when not, during a restart grace, to a caller that
 -- does not queue; {-1} when the caller's own lease is gone; {-5} when the
 -- epoch marker is missing (see common.lua grace_left). A caller that does
@@ -170,12 +171,12 @@ do
       end
       local tok, n = new_token(last)
       redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
-      return {R_GRANTED, n}
+      return n -- a grant: its bare token (see parseAcquire)
     end
   end
 end
 
-local R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_CHANNEL, K_EPOCH, P_HOLD_SID = -1, -5, -7, -8, "n:", "epoch", "^([^.]+)%."
+local R_GRANTED, R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_CHANNEL, K_EPOCH, P_HOLD_SID = 1, -1, -5, -7, -8, "n:", "epoch", "^([^.]+)%."
 -- common.lua: helpers that go first in every other script (see join in
 -- scripts.go); not a script of its own.
 -- p is the namespace key prefix "{ns}:". Hold ids look like "<sid>.<n>", so the

@@ -1,4 +1,4 @@
-local R_GRANTED, R_BUSY, R_SLOW, K_LEASE, K_QUEUE = 1, 0, -9, "s:", "q:"
+local R_BUSY, R_SLOW, K_LEASE, K_QUEUE = 0, -9, "s:", "q:"
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
@@ -182,7 +182,7 @@ for i = 1, n do
         end
         local tok, n = new_token(last)
         redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
-        r = {R_GRANTED, n}
+        r = n -- a grant: its bare token (see parseAcquire)
       end
     end
   end

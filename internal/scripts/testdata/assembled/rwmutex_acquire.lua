@@ -1,4 +1,4 @@
-local R_GRANTED, R_BUSY, K_LEASE, P_HOLD_SID = 1, 0, "s:", "^([^.]+)%."
+local R_BUSY, K_LEASE, P_HOLD_SID = 0, "s:", "^([^.]+)%."
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
@@ -49,7 +49,8 @@ end
 -- ARGV[1] hold id   ARGV[2] options "<queue><sharded><shared>": queue "1"
 -- to queue when busy, sharded "1" for sharded pub/sub, shared "1" for a
 -- read (shared) hold, "0" for a write (exclusive) one
--- Returns {1, token} when granted (also when already granted to this hold
+-- Returns the bare token when its fast path grants (see parseAcquire), {1,
+-- token} when the full path does (also when already granted to this hold
 -- id, so a retry after a lost reply is safe); {0, wait ms, queue position or
 -- -1} when not; {-8, grace ms} when not, during a restart grace, to a caller
 -- that does not queue; {-1} when the caller's own lease is gone; {-5} when
@@ -128,7 +129,7 @@ if lease[1] == '0' and not lease[2] then
           redis.call('HSET', k, 'w', hid, 'wld', ld, 'tok', tok, 'i', idle)
           redis.call('PEXPIRE', k, held)
         end
-        return {R_GRANTED, n}
+        return n -- a grant: its bare token (see parseAcquire)
       end
     end
   elseif writer and writer ~= hid then
@@ -159,7 +160,7 @@ if lease[1] == '0' and not lease[2] then
   end
 end
 
-local R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_CHANNEL, K_EPOCH = -1, -5, -7, -8, "n:", "epoch"
+local R_GRANTED, R_LEASE_GONE, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_CHANNEL, K_EPOCH = 1, -1, -5, -7, -8, "n:", "epoch"
 -- common.lua: helpers that go first in every other script (see join in
 -- scripts.go); not a script of its own.
 -- p is the namespace key prefix "{ns}:". Hold ids look like "<sid>.<n>", so the

@@ -1,4 +1,4 @@
-local R_GRANTED, R_BUSY, R_SLOW, K_LEASE, P_HOLD_SID = 1, 0, -9, "s:", "^([^.]+)%."
+local R_BUSY, R_SLOW, K_LEASE, P_HOLD_SID = 0, -9, "s:", "^([^.]+)%."
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
@@ -132,7 +132,7 @@ for i = 1, n do
             redis.call('HSET', k, 'w', hid, 'wld', ld, 'tok', tok, 'i', idle)
             redis.call('PEXPIRE', k, held)
           end
-          reply = {R_GRANTED, n}
+          reply = n -- a grant: its bare token (see parseAcquire)
         end
       end
     elseif writer and writer ~= hid then

@@ -1,4 +1,4 @@
-local R_GRANTED, REL_FREED = 1, 1
+local REL_FREED = 1
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
@@ -47,7 +47,8 @@ end
 -- KEYS[4] the caller's lease {ns}:s:<sid>
 -- ARGV[1] prefix {ns}:   ARGV[2] hold id   ARGV[3] "1" to queue when busy
 -- ARGV[4] "1" for sharded pub/sub   ARGV[5] name   ARGV[6] n   ARGV[7] the caller's limit
--- Returns {1, token} when granted (idempotent per hold id, even after the
+-- Returns the bare token when its fast path grants (see parseAcquire), {1,
+-- token} when the full path does (idempotent per hold id, even after the
 -- limit changed); {0, wait ms, position or -1} when not; {-8, grace ms}
 -- when not, during a restart grace, to a caller that does not queue; {-1}
 -- when the caller's lease is gone; {-2, stored limit} when the stored limit
@@ -119,7 +120,7 @@ local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   if not st[4] then
     redis.call('PEXPIRE', meta, held, 'GT')
   end
-  return {R_GRANTED, t}
+  return t -- a grant: its bare token (see parseAcquire)
 end
 
 -- sem_release_fast returns the n permits (string n_s, as granted) of hid
@@ -154,7 +155,7 @@ if lease[1] == '0' and not lease[2] then
   end
 end
 
-local R_BUSY, R_LEASE_GONE, R_LIMIT_MISMATCH, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_LEASE, K_CHANNEL, K_EPOCH, P_HOLD_SID = 0, -1, -2, -5, -7, -8, "s:", "n:", "epoch", "^([^.]+)%."
+local R_GRANTED, R_BUSY, R_LEASE_GONE, R_LIMIT_MISMATCH, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_LEASE, K_CHANNEL, K_EPOCH, P_HOLD_SID = 1, 0, -1, -2, -5, -7, -8, "s:", "n:", "epoch", "^([^.]+)%."
 -- common.lua: helpers that go first in every other script (see join in
 -- scripts.go); not a script of its own.
 -- p is the namespace key prefix "{ns}:". Hold ids look like "<sid>.<n>", so the

@@ -1,4 +1,4 @@
-local R_GRANTED, R_SLOW, REL_FREED = 1, -9, 1
+local R_SLOW, REL_FREED = -9, 1
 -- fastpath.lua: what the fast paths of scripts with a "--@helpers" line use;
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
@@ -115,7 +115,7 @@ local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   if not st[4] then
     redis.call('PEXPIRE', meta, held, 'GT')
   end
-  return {R_GRANTED, t}
+  return t -- a grant: its bare token (see parseAcquire)
 end
 
 -- sem_release_fast returns the n permits (string n_s, as granted) of hid
