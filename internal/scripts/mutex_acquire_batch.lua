@@ -1,7 +1,7 @@
 -- mutex_acquire_batch.lua: the fast path of mutex_acquire.lua for several
 -- acquire attempts of one session at once (see batch.go): one call, one
 -- read of the caller's lease and at most one TIME for all of them
--- (new_token, fastpath.lua), where each attempt alone would pay its own.
+-- (new_token.lua, fastpath.lua's now_s), where each attempt alone would pay its own.
 -- The fast path is mutex_acquire_fast.lua, as in mutex_acquire.lua.
 -- KEYS[1] the caller's lease {ns}:s:<sid>   KEYS[2..n+1] the mutexes
 -- {ns}:m:<name>, one per attempt (two attempts may name the same mutex:

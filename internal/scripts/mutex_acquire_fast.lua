@@ -94,7 +94,8 @@ elseif last ~= nil or wait then
     if not tail then
       held, tail = string.match(ARGV[2], '^..(%d+)(|.*)$') -- one call, not three
     end
-    local tok, n = new_token(last)
+    local tok, n
+    --@inline new_token.lua
     redis.call('SET', m, hid .. '|' .. tok .. tail .. '||', 'PX', held)
     return n -- a grant: its bare token (see parseAcquire)
   end

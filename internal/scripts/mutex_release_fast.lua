@@ -42,7 +42,8 @@ if holder == hid then
       local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl', 'g')
       if l[1] and l[3] == '0' then
         redis.call('LPOP', q)
-        local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
+        local last, tok, n = string.sub(rest, 2, string.find(rest, '|', 2, true) - 1)
+        --@inline new_token.lua
         local ld, ttl = l[1], l[2]
         --@inline expiry_ms.lua
         redis.call('SET', m, to .. '|' .. tok .. '|' .. ld .. '|' .. idle .. '||1', 'PX', held)

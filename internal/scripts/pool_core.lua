@@ -2,8 +2,8 @@
 -- the keys), and the fast paths of pool_acquire.lua and pool_release.lua
 -- built from them. It goes before the fast paths of the pool scripts (see
 -- scripts.go) and in their batch scripts (see batch.go), so it uses
--- nothing but fastpath.lua's new_token: no helper of common.lua exists
--- there yet.
+-- nothing but new_token.lua (inlined) and fastpath.lua's now_s: no helper
+-- of common.lua exists there yet.
 
 -- pool_free_one returns the least recently released free member, or nil.
 local function pool_free_one(b)
@@ -12,10 +12,12 @@ local function pool_free_one(b)
 end
 
 -- pool_mark_free makes key free as the most recently released member: its
--- score is max(server time in µs, highest score + 1), new_token's rule.
+-- score is max(server time in µs, highest score + 1), new_token.lua's rule.
 local function pool_mark_free(b, key)
   local top = redis.call('ZRANGE', b .. 'f', '-1', '-1', 'WITHSCORES')
-  redis.call('ZADD', b .. 'f', (new_token(top[2])), key)
+  local last, tok, n = top[2]
+  --@inline new_token.lua
+  redis.call('ZADD', b .. 'f', tok, key)
 end
 
 local function pool_is_free(b, key)
@@ -24,11 +26,12 @@ end
 
 -- pool_take makes hid, of session sid, the holder of member key, which the
 -- caller has taken out of the free set and entered in sid's index, and
--- returns its token, max(last + 1, server time in µs) (new_token).
+-- returns its token, max(last + 1, server time in µs) (new_token.lua).
 local function pool_take(b, key, hid, sid)
   redis.call('HSET', b .. 'h', key, hid)
   redis.call('HINCRBY', b .. 's', sid, '1')
-  local tok, n = new_token(redis.call('HGET', b .. 't', key))
+  local last, tok, n = redis.call('HGET', b .. 't', key)
+  --@inline new_token.lua
   redis.call('HSET', b .. 't', key, tok)
   return n
 end

@@ -1,7 +1,7 @@
 -- rwmutex_acquire_batch.lua: the fast path of rwmutex_acquire.lua for
 -- several acquire attempts of one session at once (see batch.go): one
 -- call, one read of the caller's lease and at most one TIME for all of
--- them (new_token, fastpath.lua). The fast path is
+-- them (new_token.lua, fastpath.lua's now_s). The fast path is
 -- rwmutex_acquire_fast.lua, as in rwmutex_acquire.lua.
 -- KEYS[1] the caller's lease {ns}:s:<sid>, then per attempt the mutex
 -- {ns}:rw:<name>, its readers {ns}:rwr:<name> and its queue

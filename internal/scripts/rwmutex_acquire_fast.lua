@@ -25,7 +25,8 @@ if not writer and st[2] and not st[3] and not st[4] then
     ok = not st[5] and redis.call('EXISTS', rd) == 0
   end
   if shared or ok then
-    local tok, n = new_token(st[2])
+    local last, tok, n = st[2]
+    --@inline new_token.lua
     local ld = ld or '0' -- the lease's, "0" when unset
     --@inline expiry_ms.lua
     if shared then

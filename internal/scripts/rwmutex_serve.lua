@@ -38,7 +38,7 @@ while true do
       n = n + 1
       tok = string.format('%.0f', n)
     else
-      tok, n = new_token(last)
+      --@inline new_token.lua
     end
     local held = 2 * l[2] + l[1]
     if mode == 'w' then

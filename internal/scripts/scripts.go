@@ -24,7 +24,7 @@
 // (docs/performance.md): a Lua number as an argument of redis.call (Redis
 // formats it with snprintf; constants are written as strings, and
 // TestNoNumberLiterals keeps them so), tonumber of a token (a strtod:
-// new_token compares tokens as strings), a key or argument the script does
+// new_token.lua compares tokens as strings), a key or argument the script does
 // not read (Redis builds a Lua string of each on every call), and a string
 // function call where one match with captures does.
 //
@@ -366,9 +366,9 @@ func (e Env) InitEpoch(ctx context.Context) error {
 
 // parseAcquire reads one acquire reply: a grant of resource name on a fast
 // path comes as its bare token, an integer or its decimal string (see
-// new_token in fastpath.lua), which spares Redis a table and its
-// conversion (docs/protocol.md, "Replies"); every other reply is an array
-// parseGrant reads.
+// new_token.lua), which spares Redis a table and its conversion
+// (docs/protocol.md, "Replies"); every other reply is an array parseGrant
+// reads.
 func parseAcquire(m *rueidis.RedisMessage, name string) (Grant, error) {
 	if !m.IsArray() {
 		tok, err := m.AsInt64()
@@ -382,9 +382,8 @@ func parseAcquire(m *rueidis.RedisMessage, name string) (Grant, error) {
 }
 
 // parseGrant reads the array reply shared by every acquire script:
-// integers (a token may come as its decimal string, see new_token in
-// fastpath.lua), but for a grant's resource (a pool member), a string
-// third.
+// integers (a token may come as its decimal string, see new_token.lua),
+// but for a grant's resource (a pool member), a string third.
 func parseGrant(v []rueidis.RedisMessage, name string) (Grant, error) {
 	ints := make([]int64, 0, 3)
 	resource := name

@@ -27,7 +27,8 @@ local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   elseif tonumber(n_s) > lim then
     return nil
   end
-  local tok, t = new_token(st[3])
+  local last, tok, n = st[3]
+  --@inline new_token.lua
   -- The value records the lock delay, if any, as sem_grant does. HSETNX
   -- writes nothing when hid holds permits already (a retried grant, which
   -- the full path answers).
@@ -50,7 +51,7 @@ local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   if not st[4] then
     redis.call('PEXPIRE', meta, held, 'GT')
   end
-  return t -- a grant: its bare token (see parseAcquire)
+  return n -- a grant: its bare token (see parseAcquire)
 end
 
 -- sem_release_fast returns the n permits (string n_s, as granted) of hid

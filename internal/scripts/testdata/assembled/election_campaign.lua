@@ -43,7 +43,7 @@ end
 -- next_token stores and returns max(last + 1, server time in microseconds) in
 -- field f of hash k: strictly increasing per resource, also after Redis lost
 -- the hash or went back to an older copy of it, as long as the server clock
--- does not step back. (new_token in fastpath.lua is the same rule.)
+-- does not step back. (new_token.lua is the same rule.)
 local function next_token(k, f)
   local last = tonumber(redis.call('HGET', k, f) or '0')
   local tok = math.max(last + 1, now_us())

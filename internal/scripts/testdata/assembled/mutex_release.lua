@@ -3,44 +3,9 @@ local REL_FREED, K_LEASE, K_CHANNEL, K_QUEUE, P_HOLD_SID = 1, "s:", "n:", "q:", 
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
 
--- new_token returns the next fencing token after last (a stored token, or
--- false): max(last + 1, server time in µs), the rule of next_token in
--- common.lua, as a string, and as what a reply carries: the same string
--- when the clock wins (the client parses either; see parseGrant), a
--- number otherwise. The clock is what keeps tokens increasing when the
--- stored token went back: a restart from an older snapshot, a failover to
--- a replica that missed writes. The clock is read once per call: a batch
--- script's tokens are of different resources, or above the last one
--- anyway.
---
--- The clock's string is built from TIME's reply and compared with last as
--- a string, so the common case formats and parses no number (a strtod of a
--- token costs Redis more than the whole compare). Every stored token is a
--- decimal integer without leading zeros (this string, or string.format's
--- '%.0f'), so a shorter one, or one of the same length that sorts lower,
--- is the smaller number. Lua compares strings with strcoll, under Redis'
--- LC_COLLATE: digits collate in numeric order in the C locale and in
--- glibc's. The one last that is not a token, a pool's highest free score
--- (pool_mark_free), Redis prints as an integer below 2^52; miniredis
--- prints one ending in eight zeros as "1.7e+15", which then loses to the
--- clock even when above it: at worst a member ordered before one released
--- earlier, never a token.
+-- now_s: the server's clock in µs as a string, read at most once per call
+-- by new_token.lua (inlined where a token is taken).
 local now_s
-local function new_token(last)
-  if not now_s then
-    local t = redis.call('TIME')
-    local us = t[2]
-    if #us < 6 then
-      us = string.sub('00000' .. us, -6)
-    end
-    now_s = t[1] .. us
-  end
-  if last and (#last > #now_s or (#last == #now_s and last >= now_s)) then
-    local l = tonumber(last) + 1
-    return string.format('%.0f', l), l
-  end
-  return now_s, now_s
-end
 -- mutex_release.lua: release the mutex held by a hold id, or withdraw that hold
 -- id from the waiter queue. Releasing hands the mutex to the first live waiter.
 -- KEYS[1] mutex {ns}:m:<name>; the queue {ns}:q:m:<name>, the releasing
@@ -104,7 +69,48 @@ if string.sub(sh, 2, 2) ~= '1' then
         local l = redis.call('HMGET', p .. K_LEASE .. sid, 'ld', 'ttl', 'g')
         if l[1] and l[3] == '0' then
           redis.call('LPOP', q)
-          local tok = new_token(string.sub(rest, 2, string.find(rest, '|', 2, true) - 1))
+          local last, tok, n = string.sub(rest, 2, string.find(rest, '|', 2, true) - 1)
+          -- new_token.lua: the next fencing token after last (a stored token, or
+          -- false): max(last + 1, server time in µs), the rule of next_token in
+          -- common.lua, as statement text inlined where a fast path takes a token
+          -- (--@inline, see assemble.go), not a function: Redis would create the
+          -- closure on every call of every script that has it, about 1.2k
+          -- instructions, most of them for calls that take no token (a release with
+          -- no hand-off). The includer names last and declares tok and n; now_s is
+          -- fastpath.lua's. tok is the token as a string, n as what a reply carries:
+          -- the same string when the clock wins (the client parses either; see
+          -- parseAcquire), a number otherwise. The clock is what keeps tokens increasing when the
+          -- stored token went back: a restart from an older snapshot, a failover to
+          -- a replica that missed writes. The clock is read once per call: a batch
+          -- script's tokens are of different resources, or above the last one
+          -- anyway.
+          --
+          -- The clock's string is built from TIME's reply and compared with last as
+          -- a string, so the common case formats and parses no number (a strtod of a
+          -- token costs Redis more than the whole compare). Every stored token is a
+          -- decimal integer without leading zeros (this string, or string.format's
+          -- '%.0f'), so a shorter one, or one of the same length that sorts lower,
+          -- is the smaller number. Lua compares strings with strcoll, under Redis'
+          -- LC_COLLATE: digits collate in numeric order in the C locale and in
+          -- glibc's. The one last that is not a token, a pool's highest free score
+          -- (pool_mark_free), Redis prints as an integer below 2^52; miniredis
+          -- prints one ending in eight zeros as "1.7e+15", which then loses to the
+          -- clock even when above it: at worst a member ordered before one released
+          -- earlier, never a token.
+          if not now_s then
+            local t = redis.call('TIME')
+            local us = t[2]
+            if #us < 6 then
+              us = string.sub('00000' .. us, -6)
+            end
+            now_s = t[1] .. us
+          end
+          if last and (#last > #now_s or (#last == #now_s and last >= now_s)) then
+            n = tonumber(last) + 1
+            tok = string.format('%.0f', n)
+          else
+            tok, n = now_s, now_s
+          end
           local ld, ttl = l[1], l[2]
           -- expiry_ms.lua: idle_ms and held_ms (see common.lua) of a grantee, as
           -- statement text inlined by the fast paths that grant (--@inline, see
@@ -179,7 +185,7 @@ end
 -- next_token stores and returns max(last + 1, server time in microseconds) in
 -- field f of hash k: strictly increasing per resource, also after Redis lost
 -- the hash or went back to an older copy of it, as long as the server clock
--- does not step back. (new_token in fastpath.lua is the same rule.)
+-- does not step back. (new_token.lua is the same rule.)
 local function next_token(k, f)
   local last = tonumber(redis.call('HGET', k, f) or '0')
   local tok = math.max(last + 1, now_us())

@@ -3,44 +3,9 @@ local R_GRANTED, R_SLOW, REL_FREED, K_LEASE, K_POOL_INDEX, P_HOLD_SID = 1, -9, 1
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
 
--- new_token returns the next fencing token after last (a stored token, or
--- false): max(last + 1, server time in µs), the rule of next_token in
--- common.lua, as a string, and as what a reply carries: the same string
--- when the clock wins (the client parses either; see parseGrant), a
--- number otherwise. The clock is what keeps tokens increasing when the
--- stored token went back: a restart from an older snapshot, a failover to
--- a replica that missed writes. The clock is read once per call: a batch
--- script's tokens are of different resources, or above the last one
--- anyway.
---
--- The clock's string is built from TIME's reply and compared with last as
--- a string, so the common case formats and parses no number (a strtod of a
--- token costs Redis more than the whole compare). Every stored token is a
--- decimal integer without leading zeros (this string, or string.format's
--- '%.0f'), so a shorter one, or one of the same length that sorts lower,
--- is the smaller number. Lua compares strings with strcoll, under Redis'
--- LC_COLLATE: digits collate in numeric order in the C locale and in
--- glibc's. The one last that is not a token, a pool's highest free score
--- (pool_mark_free), Redis prints as an integer below 2^52; miniredis
--- prints one ending in eight zeros as "1.7e+15", which then loses to the
--- clock even when above it: at worst a member ordered before one released
--- earlier, never a token.
+-- now_s: the server's clock in µs as a string, read at most once per call
+-- by new_token.lua (inlined where a token is taken).
 local now_s
-local function new_token(last)
-  if not now_s then
-    local t = redis.call('TIME')
-    local us = t[2]
-    if #us < 6 then
-      us = string.sub('00000' .. us, -6)
-    end
-    now_s = t[1] .. us
-  end
-  if last and (#last > #now_s or (#last == #now_s and last >= now_s)) then
-    local l = tonumber(last) + 1
-    return string.format('%.0f', l), l
-  end
-  return now_s, now_s
-end
 -- pool_acquire_batch.lua: the fast path of pool_acquire.lua
 -- (pool_acquire_fast, pool_core.lua) for several acquire attempts of one
 -- session at once (see batch.go): one call and one read of the caller's
@@ -58,8 +23,8 @@ end
 -- the keys), and the fast paths of pool_acquire.lua and pool_release.lua
 -- built from them. It goes before the fast paths of the pool scripts (see
 -- scripts.go) and in their batch scripts (see batch.go), so it uses
--- nothing but fastpath.lua's new_token: no helper of common.lua exists
--- there yet.
+-- nothing but new_token.lua (inlined) and fastpath.lua's now_s: no helper
+-- of common.lua exists there yet.
 
 -- pool_free_one returns the least recently released free member, or nil.
 local function pool_free_one(b)
@@ -68,10 +33,52 @@ local function pool_free_one(b)
 end
 
 -- pool_mark_free makes key free as the most recently released member: its
--- score is max(server time in µs, highest score + 1), new_token's rule.
+-- score is max(server time in µs, highest score + 1), new_token.lua's rule.
 local function pool_mark_free(b, key)
   local top = redis.call('ZRANGE', b .. 'f', '-1', '-1', 'WITHSCORES')
-  redis.call('ZADD', b .. 'f', (new_token(top[2])), key)
+  local last, tok, n = top[2]
+  -- new_token.lua: the next fencing token after last (a stored token, or
+  -- false): max(last + 1, server time in µs), the rule of next_token in
+  -- common.lua, as statement text inlined where a fast path takes a token
+  -- (--@inline, see assemble.go), not a function: Redis would create the
+  -- closure on every call of every script that has it, about 1.2k
+  -- instructions, most of them for calls that take no token (a release with
+  -- no hand-off). The includer names last and declares tok and n; now_s is
+  -- fastpath.lua's. tok is the token as a string, n as what a reply carries:
+  -- the same string when the clock wins (the client parses either; see
+  -- parseAcquire), a number otherwise. The clock is what keeps tokens increasing when the
+  -- stored token went back: a restart from an older snapshot, a failover to
+  -- a replica that missed writes. The clock is read once per call: a batch
+  -- script's tokens are of different resources, or above the last one
+  -- anyway.
+  --
+  -- The clock's string is built from TIME's reply and compared with last as
+  -- a string, so the common case formats and parses no number (a strtod of a
+  -- token costs Redis more than the whole compare). Every stored token is a
+  -- decimal integer without leading zeros (this string, or string.format's
+  -- '%.0f'), so a shorter one, or one of the same length that sorts lower,
+  -- is the smaller number. Lua compares strings with strcoll, under Redis'
+  -- LC_COLLATE: digits collate in numeric order in the C locale and in
+  -- glibc's. The one last that is not a token, a pool's highest free score
+  -- (pool_mark_free), Redis prints as an integer below 2^52; miniredis
+  -- prints one ending in eight zeros as "1.7e+15", which then loses to the
+  -- clock even when above it: at worst a member ordered before one released
+  -- earlier, never a token.
+  if not now_s then
+    local t = redis.call('TIME')
+    local us = t[2]
+    if #us < 6 then
+      us = string.sub('00000' .. us, -6)
+    end
+    now_s = t[1] .. us
+  end
+  if last and (#last > #now_s or (#last == #now_s and last >= now_s)) then
+    n = tonumber(last) + 1
+    tok = string.format('%.0f', n)
+  else
+    tok, n = now_s, now_s
+  end
+  redis.call('ZADD', b .. 'f', tok, key)
 end
 
 local function pool_is_free(b, key)
@@ -80,11 +87,52 @@ end
 
 -- pool_take makes hid, of session sid, the holder of member key, which the
 -- caller has taken out of the free set and entered in sid's index, and
--- returns its token, max(last + 1, server time in µs) (new_token).
+-- returns its token, max(last + 1, server time in µs) (new_token.lua).
 local function pool_take(b, key, hid, sid)
   redis.call('HSET', b .. 'h', key, hid)
   redis.call('HINCRBY', b .. 's', sid, '1')
-  local tok, n = new_token(redis.call('HGET', b .. 't', key))
+  local last, tok, n = redis.call('HGET', b .. 't', key)
+  -- new_token.lua: the next fencing token after last (a stored token, or
+  -- false): max(last + 1, server time in µs), the rule of next_token in
+  -- common.lua, as statement text inlined where a fast path takes a token
+  -- (--@inline, see assemble.go), not a function: Redis would create the
+  -- closure on every call of every script that has it, about 1.2k
+  -- instructions, most of them for calls that take no token (a release with
+  -- no hand-off). The includer names last and declares tok and n; now_s is
+  -- fastpath.lua's. tok is the token as a string, n as what a reply carries:
+  -- the same string when the clock wins (the client parses either; see
+  -- parseAcquire), a number otherwise. The clock is what keeps tokens increasing when the
+  -- stored token went back: a restart from an older snapshot, a failover to
+  -- a replica that missed writes. The clock is read once per call: a batch
+  -- script's tokens are of different resources, or above the last one
+  -- anyway.
+  --
+  -- The clock's string is built from TIME's reply and compared with last as
+  -- a string, so the common case formats and parses no number (a strtod of a
+  -- token costs Redis more than the whole compare). Every stored token is a
+  -- decimal integer without leading zeros (this string, or string.format's
+  -- '%.0f'), so a shorter one, or one of the same length that sorts lower,
+  -- is the smaller number. Lua compares strings with strcoll, under Redis'
+  -- LC_COLLATE: digits collate in numeric order in the C locale and in
+  -- glibc's. The one last that is not a token, a pool's highest free score
+  -- (pool_mark_free), Redis prints as an integer below 2^52; miniredis
+  -- prints one ending in eight zeros as "1.7e+15", which then loses to the
+  -- clock even when above it: at worst a member ordered before one released
+  -- earlier, never a token.
+  if not now_s then
+    local t = redis.call('TIME')
+    local us = t[2]
+    if #us < 6 then
+      us = string.sub('00000' .. us, -6)
+    end
+    now_s = t[1] .. us
+  end
+  if last and (#last > #now_s or (#last == #now_s and last >= now_s)) then
+    n = tonumber(last) + 1
+    tok = string.format('%.0f', n)
+  else
+    tok, n = now_s, now_s
+  end
   redis.call('HSET', b .. 't', key, tok)
   return n
 end

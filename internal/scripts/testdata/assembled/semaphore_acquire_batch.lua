@@ -3,44 +3,9 @@ local R_SLOW, REL_FREED = -9, 1
 -- first in those scripts and in the batch scripts only (see scripts.go,
 -- batch.go), so it must stay small.
 
--- new_token returns the next fencing token after last (a stored token, or
--- false): max(last + 1, server time in µs), the rule of next_token in
--- common.lua, as a string, and as what a reply carries: the same string
--- when the clock wins (the client parses either; see parseGrant), a
--- number otherwise. The clock is what keeps tokens increasing when the
--- stored token went back: a restart from an older snapshot, a failover to
--- a replica that missed writes. The clock is read once per call: a batch
--- script's tokens are of different resources, or above the last one
--- anyway.
---
--- The clock's string is built from TIME's reply and compared with last as
--- a string, so the common case formats and parses no number (a strtod of a
--- token costs Redis more than the whole compare). Every stored token is a
--- decimal integer without leading zeros (this string, or string.format's
--- '%.0f'), so a shorter one, or one of the same length that sorts lower,
--- is the smaller number. Lua compares strings with strcoll, under Redis'
--- LC_COLLATE: digits collate in numeric order in the C locale and in
--- glibc's. The one last that is not a token, a pool's highest free score
--- (pool_mark_free), Redis prints as an integer below 2^52; miniredis
--- prints one ending in eight zeros as "1.7e+15", which then loses to the
--- clock even when above it: at worst a member ordered before one released
--- earlier, never a token.
+-- now_s: the server's clock in µs as a string, read at most once per call
+-- by new_token.lua (inlined where a token is taken).
 local now_s
-local function new_token(last)
-  if not now_s then
-    local t = redis.call('TIME')
-    local us = t[2]
-    if #us < 6 then
-      us = string.sub('00000' .. us, -6)
-    end
-    now_s = t[1] .. us
-  end
-  if last and (#last > #now_s or (#last == #now_s and last >= now_s)) then
-    local l = tonumber(last) + 1
-    return string.format('%.0f', l), l
-  end
-  return now_s, now_s
-end
 -- semaphore_acquire_batch.lua: the fast path of semaphore_acquire.lua
 -- (sem_acquire_fast, semaphore_fast.lua) for several acquire attempts of
 -- one session at once (see batch.go): one call and one read of the
@@ -84,7 +49,48 @@ local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   elseif tonumber(n_s) > lim then
     return nil
   end
-  local tok, t = new_token(st[3])
+  local last, tok, n = st[3]
+  -- new_token.lua: the next fencing token after last (a stored token, or
+  -- false): max(last + 1, server time in µs), the rule of next_token in
+  -- common.lua, as statement text inlined where a fast path takes a token
+  -- (--@inline, see assemble.go), not a function: Redis would create the
+  -- closure on every call of every script that has it, about 1.2k
+  -- instructions, most of them for calls that take no token (a release with
+  -- no hand-off). The includer names last and declares tok and n; now_s is
+  -- fastpath.lua's. tok is the token as a string, n as what a reply carries:
+  -- the same string when the clock wins (the client parses either; see
+  -- parseAcquire), a number otherwise. The clock is what keeps tokens increasing when the
+  -- stored token went back: a restart from an older snapshot, a failover to
+  -- a replica that missed writes. The clock is read once per call: a batch
+  -- script's tokens are of different resources, or above the last one
+  -- anyway.
+  --
+  -- The clock's string is built from TIME's reply and compared with last as
+  -- a string, so the common case formats and parses no number (a strtod of a
+  -- token costs Redis more than the whole compare). Every stored token is a
+  -- decimal integer without leading zeros (this string, or string.format's
+  -- '%.0f'), so a shorter one, or one of the same length that sorts lower,
+  -- is the smaller number. Lua compares strings with strcoll, under Redis'
+  -- LC_COLLATE: digits collate in numeric order in the C locale and in
+  -- glibc's. The one last that is not a token, a pool's highest free score
+  -- (pool_mark_free), Redis prints as an integer below 2^52; miniredis
+  -- prints one ending in eight zeros as "1.7e+15", which then loses to the
+  -- clock even when above it: at worst a member ordered before one released
+  -- earlier, never a token.
+  if not now_s then
+    local t = redis.call('TIME')
+    local us = t[2]
+    if #us < 6 then
+      us = string.sub('00000' .. us, -6)
+    end
+    now_s = t[1] .. us
+  end
+  if last and (#last > #now_s or (#last == #now_s and last >= now_s)) then
+    n = tonumber(last) + 1
+    tok = string.format('%.0f', n)
+  else
+    tok, n = now_s, now_s
+  end
   -- The value records the lock delay, if any, as sem_grant does. HSETNX
   -- writes nothing when hid holds permits already (a retried grant, which
   -- the full path answers).
@@ -118,7 +124,7 @@ local function sem_acquire_fast(meta, holders, hid, n_s, limit, ttl, ld)
   if not st[4] then
     redis.call('PEXPIRE', meta, held, 'GT')
   end
-  return t -- a grant: its bare token (see parseAcquire)
+  return n -- a grant: its bare token (see parseAcquire)
 end
 
 -- sem_release_fast returns the n permits (string n_s, as granted) of hid
