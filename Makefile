@@ -11,12 +11,13 @@ GO_OLDEST ?= go$(shell sed -n 's/^go //p' go.mod)
 
 # chaos/ is a module of its own (a test suite, not library API); without
 # LEASEHOLD_CHAOS its tests are the quick smoke scenario and the checker's.
-# bench/ is one too: its tests check the report against golden files (the
-# benchmarks themselves run with make bench).
+# bench/ is one too: its tests check the report against golden files, and
+# each micro-benchmark runs once (-benchtime 1x), so that one whose script
+# contract changed fails here rather than in make bench.
 test: redis-server postgresql
 	$(GO) test -race -count=1 ./...
 	cd chaos && $(GO) test -race -count=1 ./...
-	cd bench && $(GO) test -race -count=1 ./...
+	cd bench && $(GO) test -race -count=1 -bench . -benchtime 1x ./...
 
 # test-oldest runs the tests with the oldest supported toolchain, without
 # -race to keep CI time down: it proves that go.mod's go line is enough.

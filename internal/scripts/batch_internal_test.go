@@ -474,9 +474,10 @@ func TestGrantReplyForms(t *testing.T) {
 	if err != nil || g2 != g1 {
 		t.Fatalf("parseAcquire(full grant) = %+v, %v; want %+v", g2, err, g1)
 	}
-	bad := w.do("ECHO", "granted") // a bulk string that is no token
-	m, _ := bad.ToMessage()
-	if g, err := parseAcquire(&m, "m"); !errors.Is(err, errReply) {
-		t.Fatalf("parseAcquire(%q) = %+v, %v; want errReply", "granted", g, err)
+	for _, s := range []string{"granted", "0", "-1"} { // no token: a word, or a bare status code
+		m, _ := w.do("ECHO", s).ToMessage()
+		if g, err := parseAcquire(&m, "m"); !errors.Is(err, errReply) {
+			t.Fatalf("parseAcquire(%q) = %+v, %v; want errReply", s, g, err)
+		}
 	}
 }

@@ -367,13 +367,15 @@ func (e Env) InitEpoch(ctx context.Context) error {
 // parseAcquire reads one acquire reply: a grant of resource name on a fast
 // path comes as its bare token, an integer or its decimal string (see
 // new_token.lua), which spares Redis a table and its conversion
-// (docs/protocol.md, "Replies"); every other reply is an array parseGrant
+// (docs/protocol.md, "Reply codes"); every other reply is an array parseGrant
 // reads.
 func parseAcquire(m *rueidis.RedisMessage, name string) (Grant, error) {
 	if !m.IsArray() {
+		// A token is a positive integer: a bare status code, should a
+		// script ever answer one, is no grant.
 		tok, err := m.AsInt64()
-		if err != nil {
-			return Grant{}, fmt.Errorf("%w: %v", errReply, err)
+		if err != nil || tok <= 0 {
+			return Grant{}, fmt.Errorf("%w: not a token: %v, %v", errReply, m, err)
 		}
 		return Grant{Status: Granted, Token: tok, Resource: name}, nil
 	}
