@@ -24,9 +24,9 @@
 // (docs/performance.md): a Lua number as an argument of redis.call (Redis
 // formats it with snprintf; constants are written as strings, and
 // TestNoNumberLiterals keeps them so), tonumber of a token (a strtod:
-// new_token.lua compares tokens as strings), a key or argument the script does
-// not read (Redis builds a Lua string of each on every call), and a string
-// function call where one match with captures does.
+// new_token.lua compares tokens as strings), a key or argument the script
+// does not read (Redis builds a Lua string of each on every call), and a
+// string function call where one match with captures does.
 //
 // Validity model: a hold is valid while the resource records its hold id and
 // the lease of the session in that id exists. Renewing the lease renews

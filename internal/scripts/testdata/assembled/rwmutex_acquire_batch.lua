@@ -73,11 +73,11 @@ for i = 1, n do
         -- no hand-off). The includer names last and declares tok and n; now_s is
         -- fastpath.lua's. tok is the token as a string, n as what a reply carries:
         -- the same string when the clock wins (the client parses either; see
-        -- parseAcquire), a number otherwise. The clock is what keeps tokens increasing when the
-        -- stored token went back: a restart from an older snapshot, a failover to
-        -- a replica that missed writes. The clock is read once per call: a batch
-        -- script's tokens are of different resources, or above the last one
-        -- anyway.
+        -- parseAcquire), a number otherwise. The clock is what keeps tokens
+        -- increasing when the stored token went back: a restart from an older
+        -- snapshot, a failover to a replica that missed writes. The clock is read
+        -- once per call: a batch script's tokens are of different resources, or
+        -- above the last one anyway.
         --
         -- The clock's string is built from TIME's reply and compared with last as
         -- a string, so the common case formats and parses no number (a strtod of a
