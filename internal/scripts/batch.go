@@ -24,7 +24,8 @@ func fastOnly(name string) string { return bare("--@include fastpath.lua\n" + lu
 // Batching: a session's overlapping acquires of one kind (and apart its
 // releases) go to Redis as one call of the kind's batch script, which runs
 // the single script's fast path for each call (the same Lua text: a
-// mutex's fast paths in mutex_fast.lua, semaphore_fast.lua, pool_core.lua).
+// mutex's fast paths in mutex_fast.lua, semaphore_fast.lua,
+// pool_acquire_fast.lua, pool_release_fast.lua).
 // A call the fast path does not cover is answered slow (R_SLOW) and sent
 // alone with the single script. internal/batch decides which calls fly
 // together; this file sends a flight and splits its reply.

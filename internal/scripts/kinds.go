@@ -19,7 +19,8 @@ var (
 	semReset        = script("semaphore_reset.lua")
 	semStats        = readOnly("semaphore_stats.lua")
 
-	// pool_core.lua goes before the helpers (see its header).
+	// pool_acquire_fast.lua and pool_release_fast.lua go before the
+	// helpers, pool_core.lua with them (see its header).
 	poolAcquire      = script("pool_acquire.lua")
 	poolRelease      = script("pool_release.lua")
 	poolMembers      = script("pool_members.lua")

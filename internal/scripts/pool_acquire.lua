@@ -13,11 +13,11 @@
 -- gone; {-3} when the member wanted is not in the pool (the caller's queue
 -- entry for it, if any, is dropped); {-5} when the epoch marker is missing
 -- (see common.lua).
---@include pool_core.lua
+--@include pool_acquire_fast.lua
 local p, hid, q, b, want = ARGV[1], ARGV[2], KEYS[1], ARGV[6], ARGV[7]
 
 -- Fast path, before the helpers exist (see scripts.go): see
--- pool_acquire_fast in pool_core.lua.
+-- pool_acquire_fast.lua.
 local lease = redis.call('HMGET', p .. K_LEASE .. string.match(hid, P_HOLD_SID), 'g', 'x:' .. hid, 'ld')
 if lease[1] == '0' and not lease[2] then
   local r = pool_acquire_fast(q, b, hid, want, lease[3])
@@ -27,6 +27,7 @@ if lease[1] == '0' and not lease[2] then
 end
 
 --@helpers
+--@include pool_core.lua
 --@include pool_lib.lua
 local stop, grace = check_caller(p, hid, ARGV[3])
 if stop then

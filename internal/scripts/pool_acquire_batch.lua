@@ -1,5 +1,5 @@
 -- pool_acquire_batch.lua: the fast path of pool_acquire.lua
--- (pool_acquire_fast, pool_core.lua) for several acquire attempts of one
+-- (pool_acquire_fast.lua) for several acquire attempts of one
 -- session at once (see batch.go): one call and one read of the caller's
 -- lease for all of them.
 -- KEYS[1] the caller's lease {ns}:s:<sid>, then per attempt its pool's
@@ -11,7 +11,7 @@
 -- withdrawn hold id, or anything pool_acquire_fast leaves to the full
 -- path): the client then sends pool_acquire.lua for that one alone. An
 -- attempt answered {R_SLOW} changed nothing.
---@include pool_core.lua
+--@include pool_acquire_fast.lua
 local n = #ARGV / 3
 local fields = {'g', 'ld'}
 for i = 1, n do

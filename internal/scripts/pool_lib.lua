@@ -24,8 +24,8 @@
 -- The per-session hashes and the delay zset are not passed in KEYS (their
 -- names depend on the holders, or they are new): like every key here they
 -- carry the namespace hash tag, so they live in the same cluster slot.
--- The operations on one member (grant, release, free) are in pool_core.lua,
--- which goes before the scripts' fast paths (see scripts.go).
+-- The operations on one member (grant, release, free) are in pool_core.lua
+-- and the fast paths' files it includes (see its header).
 
 local function pool_is_member(b, key)
   return pool_is_free(b, key) or redis.call('HEXISTS', b .. 'h', key) == 1

@@ -5,11 +5,11 @@
 -- ARGV[7] member requested, "" for any (to find the queue entry)
 -- Returns 1 when it was held and is released, 2 when it was only queued, 0
 -- when neither: idempotent.
---@include pool_core.lua
+--@include pool_release_fast.lua
 local p, hid, q, b = ARGV[1], ARGV[2], KEYS[1], ARGV[6]
 
 -- Fast path, before the helpers exist (see scripts.go): see
--- pool_release_fast in pool_core.lua.
+-- pool_release_fast.lua.
 if ARGV[3] ~= '1' then
   local r = pool_release_fast(q, b, hid)
   if r then
@@ -18,6 +18,7 @@ if ARGV[3] ~= '1' then
 end
 
 --@helpers
+--@include pool_core.lua
 --@include pool_lib.lua
 if ARGV[3] == '1' then
   withdraw(p, hid)

@@ -12,10 +12,11 @@
 // closure Redis creates on every call); such a script gets the few helpers
 // of fastpath.lua first, as do the batch scripts, which are all fast path
 // (fastOnly). Code shared by a fast path and a batch script is either
-// functions that go above "--@helpers" (semaphore_fast.lua, pool_core.lua)
-// or, where a call would cost the hot path, statement text included where
-// it runs: the single script's top level, the batch script's loop
-// (mutex_acquire_fast.lua, mutex_release_fast.lua). testdata/assembled
+// functions that go above "--@helpers" (semaphore_fast.lua,
+// pool_acquire_fast.lua, pool_release_fast.lua) or, where a call would
+// cost the hot path, statement text included where it runs: the single
+// script's top level, the batch script's loop (mutex_acquire_fast.lua,
+// mutex_release_fast.lua). testdata/assembled
 // holds every script as Redis runs it (TestGolden). No script text is ever
 // built from input, every varying value goes through KEYS or ARGV.
 // docs/protocol.md specifies the keys, values, scripts and replies.

@@ -21,65 +21,23 @@ local now_s
 -- fail with ErrNotMember).
 -- Returns {added, removed}.
 -- pool_core.lua: the operations on one pool member (see pool_lib.lua for
--- the keys), and the fast paths of pool_acquire.lua and pool_release.lua
--- built from them. It goes before the fast paths of the pool scripts (see
--- scripts.go) and in their batch scripts (see batch.go), so it uses
--- nothing but new_token.lua (inlined) and fastpath.lua's now_s: no helper
--- of common.lua exists there yet.
+-- the keys): those of the fast paths, pool_acquire_fast.lua and
+-- pool_release_fast.lua, and pool_grant. The single pool scripts include
+-- their own fast path's file before it and this after "--@helpers"; the
+-- other pool scripts include this, before their helpers too. It uses
+-- nothing but new_token.lua (inlined) and fastpath.lua's now_s.
+-- pool_acquire_fast.lua: the fast path of pool_acquire.lua and what it
+-- takes of the operations on one pool member (see pool_core.lua). It goes
+-- before that fast path and in pool_acquire_batch.lua, so it uses nothing
+-- but new_token.lua (inlined) and fastpath.lua's now_s: no helper of
+-- common.lua exists there yet. Each function here is a closure Redis
+-- creates on every call of a script that has it, so a script's fast path
+-- has only the ones it runs: pool_release_fast.lua has the release's.
 
 -- pool_free_one returns the least recently released free member, or nil.
 local function pool_free_one(b)
   local k = redis.call('ZRANGE', b .. 'f', '0', '0')
   return k[1]
-end
-
--- pool_mark_free makes key free as the most recently released member: its
--- score is max(server time in µs, highest score + 1), new_token.lua's rule.
-local function pool_mark_free(b, key)
-  local top = redis.call('ZRANGE', b .. 'f', '-1', '-1', 'WITHSCORES')
-  local last, tok, n = top[2]
-  -- new_token.lua: the next fencing token after last (a stored token, or
-  -- false): max(last + 1, server time in µs), the rule of next_token in
-  -- common.lua, as statement text inlined where a fast path takes a token
-  -- (--@inline, see assemble.go), not a function: Redis would create the
-  -- closure on every call of every script that has it, about 1.2k
-  -- instructions, most of them for calls that take no token (a release with
-  -- no hand-off). The includer names last and declares tok and n; now_s is
-  -- fastpath.lua's. tok is the token as a string, n as what a reply carries:
-  -- the same string when the clock wins (the client parses either; see
-  -- parseAcquire), a number otherwise. The clock is what keeps tokens
-  -- increasing when the stored token went back: a restart from an older
-  -- snapshot, a failover to a replica that missed writes. The clock is read
-  -- once per call: a batch script's tokens are of different resources, or
-  -- above the last one anyway.
-  --
-  -- The clock's string is built from TIME's reply and compared with last as
-  -- a string, so the common case formats and parses no number (a strtod of a
-  -- token costs Redis more than the whole compare). Every stored token is a
-  -- decimal integer without leading zeros (this string, or string.format's
-  -- '%.0f'), so a shorter one, or one of the same length that sorts lower,
-  -- is the smaller number. Lua compares strings with strcoll, under Redis'
-  -- LC_COLLATE: digits collate in numeric order in the C locale and in
-  -- glibc's. The one last that is not a token, a pool's highest free score
-  -- (pool_mark_free), Redis prints as an integer below 2^52; miniredis
-  -- prints one ending in eight zeros as "1.7e+15", which then loses to the
-  -- clock even when above it: at worst a member ordered before one released
-  -- earlier, never a token.
-  if not now_s then
-    local t = redis.call('TIME')
-    local us = t[2]
-    if #us < 6 then
-      us = string.sub('00000' .. us, -6)
-    end
-    now_s = t[1] .. us
-  end
-  if last and (#last > #now_s or (#last == #now_s and last >= now_s)) then
-    n = tonumber(last) + 1
-    tok = string.format('%.0f', n)
-  else
-    tok, n = now_s, now_s
-  end
-  redis.call('ZADD', b .. 'f', tok, key)
 end
 
 local function pool_is_free(b, key)
@@ -138,46 +96,6 @@ local function pool_take(b, key, hid, sid)
   return n
 end
 
--- pool_grant makes hid the holder of free member key and returns its
--- token (pool_take). hid's session's lock delay ld (read from its lease
--- when nil) is recorded in its index (see "~ld"): it still applies once
--- that session's lease is gone.
-local function pool_grant(p, b, key, hid, ld)
-  local sid = string.match(hid, P_HOLD_SID)
-  if ld == nil then
-    ld = redis.call('HGET', p .. K_LEASE .. sid, 'ld')
-  end
-  redis.call('ZREM', b .. 'f', key)
-  if ld and ld ~= '0' then
-    redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, key, '~ld', ld)
-  else
-    redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, key)
-  end
-  return pool_take(b, key, hid, sid)
-end
-
--- pool_unhold forgets that key is held (by hid); it does not make it free.
--- The session's index goes with its last member ("~ld" included).
-local function pool_unhold(b, key, hid)
-  local sid = string.match(hid, P_HOLD_SID)
-  redis.call('HDEL', b .. 'h', key)
-  if redis.call('HINCRBY', b .. 's', sid, '-1') <= 0 then
-    redis.call('HDEL', b .. 's', sid)
-    redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid, '~ld')
-  else
-    redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid)
-  end
-end
-
--- pool_held_by returns the member hid holds, or nil.
-local function pool_held_by(b, hid)
-  local k = redis.call('HGET', b .. K_POOL_INDEX .. string.match(hid, P_HOLD_SID), hid)
-  if k and redis.call('HGET', b .. 'h', k) == hid then
-    return k
-  end
-  return nil
-end
-
 -- pool_acquire_fast grants hid a free member (any: the least recently
 -- released; or want) when that takes nothing else: nobody waits, hid has
 -- no entry in its session's index (it holds nothing yet), and a member is
@@ -214,6 +132,82 @@ local function pool_acquire_fast(q, b, hid, want, ld)
   return {R_GRANTED, pool_take(b, k, hid, sid), k}
 end
 
+-- pool_release_fast.lua: the fast path of pool_release.lua and what it
+-- takes of the operations on one pool member (see pool_core.lua), under
+-- the rules of pool_acquire_fast.lua: before that fast path and in
+-- pool_release_batch.lua, with nothing of common.lua.
+
+-- pool_mark_free makes key free as the most recently released member: its
+-- score is max(server time in µs, highest score + 1), new_token.lua's rule.
+local function pool_mark_free(b, key)
+  local top = redis.call('ZRANGE', b .. 'f', '-1', '-1', 'WITHSCORES')
+  local last, tok, n = top[2]
+  -- new_token.lua: the next fencing token after last (a stored token, or
+  -- false): max(last + 1, server time in µs), the rule of next_token in
+  -- common.lua, as statement text inlined where a fast path takes a token
+  -- (--@inline, see assemble.go), not a function: Redis would create the
+  -- closure on every call of every script that has it, about 1.2k
+  -- instructions, most of them for calls that take no token (a release with
+  -- no hand-off). The includer names last and declares tok and n; now_s is
+  -- fastpath.lua's. tok is the token as a string, n as what a reply carries:
+  -- the same string when the clock wins (the client parses either; see
+  -- parseAcquire), a number otherwise. The clock is what keeps tokens
+  -- increasing when the stored token went back: a restart from an older
+  -- snapshot, a failover to a replica that missed writes. The clock is read
+  -- once per call: a batch script's tokens are of different resources, or
+  -- above the last one anyway.
+  --
+  -- The clock's string is built from TIME's reply and compared with last as
+  -- a string, so the common case formats and parses no number (a strtod of a
+  -- token costs Redis more than the whole compare). Every stored token is a
+  -- decimal integer without leading zeros (this string, or string.format's
+  -- '%.0f'), so a shorter one, or one of the same length that sorts lower,
+  -- is the smaller number. Lua compares strings with strcoll, under Redis'
+  -- LC_COLLATE: digits collate in numeric order in the C locale and in
+  -- glibc's. The one last that is not a token, a pool's highest free score
+  -- (pool_mark_free), Redis prints as an integer below 2^52; miniredis
+  -- prints one ending in eight zeros as "1.7e+15", which then loses to the
+  -- clock even when above it: at worst a member ordered before one released
+  -- earlier, never a token.
+  if not now_s then
+    local t = redis.call('TIME')
+    local us = t[2]
+    if #us < 6 then
+      us = string.sub('00000' .. us, -6)
+    end
+    now_s = t[1] .. us
+  end
+  if last and (#last > #now_s or (#last == #now_s and last >= now_s)) then
+    n = tonumber(last) + 1
+    tok = string.format('%.0f', n)
+  else
+    tok, n = now_s, now_s
+  end
+  redis.call('ZADD', b .. 'f', tok, key)
+end
+
+-- pool_unhold forgets that key is held (by hid); it does not make it free.
+-- The session's index goes with its last member ("~ld" included).
+local function pool_unhold(b, key, hid)
+  local sid = string.match(hid, P_HOLD_SID)
+  redis.call('HDEL', b .. 'h', key)
+  if redis.call('HINCRBY', b .. 's', sid, '-1') <= 0 then
+    redis.call('HDEL', b .. 's', sid)
+    redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid, '~ld')
+  else
+    redis.call('HDEL', b .. K_POOL_INDEX .. sid, hid)
+  end
+end
+
+-- pool_held_by returns the member hid holds, or nil.
+local function pool_held_by(b, hid)
+  local k = redis.call('HGET', b .. K_POOL_INDEX .. string.match(hid, P_HOLD_SID), hid)
+  if k and redis.call('HGET', b .. 'h', k) == hid then
+    return k
+  end
+  return nil
+end
+
 -- pool_release_fast releases the member hid holds when nobody waits
 -- (pool_serve would grant nothing): it returns REL_FREED, or nil, having
 -- changed nothing, for the full path.
@@ -228,6 +222,24 @@ local function pool_release_fast(q, b, hid)
   pool_unhold(b, k, hid)
   pool_mark_free(b, k)
   return REL_FREED
+end
+
+-- pool_grant makes hid the holder of free member key and returns its
+-- token (pool_take). hid's session's lock delay ld (read from its lease
+-- when nil) is recorded in its index (see "~ld"): it still applies once
+-- that session's lease is gone.
+local function pool_grant(p, b, key, hid, ld)
+  local sid = string.match(hid, P_HOLD_SID)
+  if ld == nil then
+    ld = redis.call('HGET', p .. K_LEASE .. sid, 'ld')
+  end
+  redis.call('ZREM', b .. 'f', key)
+  if ld and ld ~= '0' then
+    redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, key, '~ld', ld)
+  else
+    redis.call('HSET', b .. K_POOL_INDEX .. sid, hid, key)
+  end
+  return pool_take(b, key, hid, sid)
 end
 local R_BUSY, R_LEASE_GONE, R_NOT_MEMBER, R_EPOCH_MISSING, R_WITHDRAWN, R_GRACE, K_CHANNEL, K_EPOCH = 0, -1, -3, -5, -7, -8, "n:", "epoch"
 -- common.lua: helpers that go first in every other script (see join in
@@ -531,8 +543,8 @@ end
 -- The per-session hashes and the delay zset are not passed in KEYS (their
 -- names depend on the holders, or they are new): like every key here they
 -- carry the namespace hash tag, so they live in the same cluster slot.
--- The operations on one member (grant, release, free) are in pool_core.lua,
--- which goes before the scripts' fast paths (see scripts.go).
+-- The operations on one member (grant, release, free) are in pool_core.lua
+-- and the fast paths' files it includes (see its header).
 
 local function pool_is_member(b, key)
   return pool_is_free(b, key) or redis.call('HEXISTS', b .. 'h', key) == 1
