@@ -236,7 +236,7 @@ return 0`)
 // slot of its own), and every shard has a lease hash of its own, since
 // the grant script must read the caller's lease in the slot of the name.
 // Its calls then also declare the shard's migration probe, as every
-// leasehold script does on a cluster (scripts.Script's keysFor): the probe
+// leasehold script does on a cluster (scripts.Keys.Probe): the probe
 // is what keeps a script from running while its slot migrates, part of
 // what a safe grant costs there, not leasehold's own work.
 type floorProc struct {
@@ -263,7 +263,7 @@ func openFloor(ctx context.Context, addr string, o procOpts) (proc, error) {
 	for i, k := range f.keys {
 		f.leases = append(f.leases, k.Lease(f.id))
 		if o.shards > 1 {
-			f.probes = append(f.probes, k.Prefix+"migrating")
+			f.probes = append(f.probes, k.Probe())
 		}
 		cmds[i] = f.c.B().Hset().Key(f.leases[i]).FieldValue().FieldValue("g", "0").Build()
 	}

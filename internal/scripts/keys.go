@@ -88,6 +88,10 @@ func (k Keys) Queue(kind Kind, name string) string {
 // Epoch is the marker {ns}:epoch whose presence says the namespace's data is intact.
 func (k Keys) Epoch() string { return k.Prefix + keyEpoch }
 
+// Probe is the migration probe {ns}:migrating, which no script ever
+// writes: every script declares it on Redis Cluster (see Script).
+func (k Keys) Probe() string { return k.Prefix + probeSuffix }
+
 // Semaphore is the semaphore hash {ns}:sem:<name>: limit, permits used, last token.
 func (k Keys) Semaphore(name string) string { return k.Prefix + keySemaphore + name }
 
